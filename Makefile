@@ -1,0 +1,39 @@
+# `make test` and `make demo` set everything up from nothing: .venv, pinned
+# dependencies, the editable install and the C++ operator library. Each step is
+# a file target, so re-running does no work that is already done.
+PYTHON_BOOTSTRAP ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+MX_DIR = $(shell $(PY) -c "import os, mxnet; print(os.path.dirname(mxnet.__file__))" 2>/dev/null)
+NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc) $(wildcard src/operator/control_flow/*.h)
+NATIVE_LIB := gluon_dyn/_lib/libgluon_dyn_ops.so
+CXXFLAGS ?= -O2 -std=c++17 -fPIC -Wall
+
+.PHONY: setup test demo native clean
+
+setup: $(STAMP) $(NATIVE_LIB)
+
+$(PY):
+	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
+
+$(STAMP): $(PY) requirements.txt setup.py
+	$(PY) -m pip install -q wheel -r requirements.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+native: $(NATIVE_LIB)
+
+$(NATIVE_LIB): $(STAMP) $(NATIVE_SRC)
+	mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -shared -I$(MX_DIR)/include \
+	    $(filter %.cc,$(NATIVE_SRC)) $(MX_DIR)/src/lib_api.cc -o $@
+
+test: setup
+	$(PY) -m pytest tests
+
+demo: setup
+	$(PY) examples/demo.py
+
+clean:
+	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info

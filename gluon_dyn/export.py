@@ -1,0 +1,85 @@
+"""Export: graphs in MXNet's own JSON format that load where only MXNet is installed.
+
+`gluon_dyn_grad_tie` nodes exist only to make MXNet request gradients during
+training (see ops/while_loop.py); they compute the identity. Export removes them,
+inside nested control-flow subgraphs too, so an exported model needs neither
+gluon_dyn nor its C++ library. `HybridBlock.export` is wrapped to do this.
+"""
+import functools
+import json
+
+from mxnet import gluon
+
+TRAINING_ONLY_OPS = ("gluon_dyn_grad_tie",)
+
+
+def strip_training_ops(graph):
+    """Return a copy of a graph (a JSON dict) without training-only identity nodes.
+
+    Each consumer of such a node's output i is rewired to the node's input i.
+    """
+    nodes = graph["nodes"]
+    removed = {nid for nid, node in enumerate(nodes) if node["op"] in TRAINING_ONLY_OPS}
+    if not removed and not any("subgraphs" in node for node in nodes):
+        return graph
+
+    def resolve(entry):
+        nid, index = entry[0], entry[1]
+        while nid in removed:
+            nid, index = nodes[nid]["inputs"][index][0], nodes[nid]["inputs"][index][1]
+        return [nid, index] + list(entry[2:])
+
+    new_id, kept = {}, []
+    for nid, node in enumerate(nodes):
+        if nid not in removed:
+            new_id[nid] = len(kept)
+            kept.append(nid)
+
+    def renumber(entry):
+        entry = resolve(entry)
+        return [new_id[entry[0]]] + entry[1:]
+
+    new_nodes = []
+    for nid in kept:
+        node = dict(nodes[nid])
+        node["inputs"] = [renumber(e) for e in node["inputs"]]
+        if "subgraphs" in node:
+            node["subgraphs"] = [strip_training_ops(g) for g in node["subgraphs"]]
+        new_nodes.append(node)
+    result = dict(graph)
+    result["nodes"] = new_nodes
+    result["arg_nodes"] = [new_id[n] for n in graph["arg_nodes"] if n in new_id]
+    result["heads"] = [renumber(e) for e in graph["heads"]]
+    if "node_row_ptr" in graph:
+        row_ptr = [0]
+        for nid in kept:
+            row_ptr.append(row_ptr[-1] + _num_outputs(graph, nid))
+        result["node_row_ptr"] = row_ptr
+    return result
+
+
+def _num_outputs(graph, nid):
+    return graph["node_row_ptr"][nid + 1] - graph["node_row_ptr"][nid]
+
+
+def strip_symbol_file(path):
+    with open(path) as f:
+        graph = json.load(f)
+    stripped = strip_training_ops(graph)
+    if stripped is not graph:
+        with open(path, "w") as f:
+            json.dump(stripped, f, indent=2)
+
+
+def _export_without_training_ops(export):
+    @functools.wraps(export)
+    def wrapper(self, path, epoch=0, remove_amp_cast=True):
+        result = export(self, path, epoch, remove_amp_cast)
+        strip_symbol_file("%s-symbol.json" % path)
+        return result
+    wrapper.gluon_dyn_wrapped = True
+    return wrapper
+
+
+if not getattr(gluon.HybridBlock.export, "gluon_dyn_wrapped", False):
+    gluon.HybridBlock.export = _export_without_training_ops(gluon.HybridBlock.export)

@@ -1,0 +1,107 @@
+"""Python side of the gluon_dyn C++ operators (``libgluon_dyn_ops.so``).
+
+Importing this module registers ``gluon_dyn_assert`` and ``gluon_dyn_grad_tie``
+with MXNet (as ``mx.nd.*`` and ``mx.sym.*``). The helpers below hide the
+attribute bookkeeping (input counts) and the difference between the
+imperative (list of NDArray) and symbolic (grouped Symbol) multi-output forms.
+
+Errors: a failed ``gluon_dyn_assert`` raises ``mxnet.base.MXNetError`` whose
+text contains ``ASSERT_PREFIX + message``. Imperatively the op is queued on
+MXNet's engine, so the error is raised where the result (or anything
+depending on it) is read -- ``asnumpy()``, ``wait_to_read()``,
+``mx.nd.waitall()`` -- not at the call.
+"""
+import os
+import threading
+
+import mxnet as mx
+
+LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "_lib", "libgluon_dyn_ops.so")
+ASSERT_OP = "gluon_dyn_assert"
+GRAD_TIE_OP = "gluon_dyn_grad_tie"
+# The C++ op writes exactly this before the user's message.
+ASSERT_PREFIX = "gluon_dyn assumption failed: "
+
+_loaded = False
+_load_lock = threading.Lock()
+
+
+def load():
+    """Registers the operators once per process; later calls do nothing."""
+    global _loaded
+    with _load_lock:
+        if _loaded:
+            return LIBRARY_PATH
+        if not os.path.isfile(LIBRARY_PATH):
+            raise ImportError(
+                "gluon_dyn native operator library not found at %s; "
+                "build it with `make native`" % LIBRARY_PATH)
+        # MXNet accepts re-registering an op only once, so a second load of the
+        # same library (e.g. after importlib.reload of this module) is skipped.
+        if not (hasattr(mx.nd, ASSERT_OP) and hasattr(mx.sym, GRAD_TIE_OP)):
+            mx.library.load(LIBRARY_PATH, verbose=False)
+        _loaded = True
+    return LIBRARY_PATH
+
+
+load()
+
+
+def _namespace(F, arrays, what):
+    """Returns mx.sym or mx.nd, after checking F and the arrays agree."""
+    symbolic = [isinstance(a, mx.sym.Symbol) for a in arrays]
+    if any(symbolic) and not all(symbolic):
+        raise TypeError("%s: cannot mix Symbol and NDArray inputs" % what)
+    is_sym = bool(symbolic) and symbolic[0]
+    if F is not None and F not in (mx.sym, mx.nd):
+        raise TypeError("%s: F must be mx.nd or mx.sym, got %r" % (what, F))
+    if F is not None and arrays and (F is mx.sym) != is_sym:
+        raise TypeError("%s: F is %s but the inputs are %s" % (
+            what, F.__name__, "Symbols" if is_sym else "NDArrays"))
+    if not arrays:
+        is_sym = F is mx.sym
+    return mx.sym if is_sym else mx.nd
+
+
+def _outputs(result, count):
+    """Splits an op result into a list of ``count`` outputs."""
+    if isinstance(result, mx.sym.Symbol):
+        return [result[i] for i in range(count)] if count > 1 else [result]
+    if isinstance(result, (list, tuple)):
+        return list(result)
+    return [result]
+
+
+def assert_true(F, pred, *data, message):
+    """Checks at run time that every element of ``pred`` is nonzero.
+
+    Returns ``(pred_out, [data_out, ...])``: copies of the inputs that only
+    exist once the check has passed, so consumers of them run after it. When
+    the check fails the graph run fails with ``MXNetError`` containing
+    ``ASSERT_PREFIX + message``. An empty ``pred`` passes.
+    """
+    if not isinstance(message, str):
+        raise TypeError("assert_true: message must be a str, got %r" % (message,))
+    ns = _namespace(F, (pred,) + data, "assert_true")
+    result = getattr(ns, ASSERT_OP)(pred, *data, num_data=len(data), message=message)
+    outs = _outputs(result, 1 + len(data))
+    return outs[0], outs[1:]
+
+
+def grad_tie(F, tied, anchors):
+    """Identity on ``tied`` whose backward also gives every anchor a zero gradient.
+
+    Returns a list with one output per tied array. Used so that MXNet requests
+    (and so initialises) gradients it would otherwise leave as kNullOp, e.g.
+    for ``_while_loop`` loop variables in MXNet 1.9.1.
+    """
+    tied, anchors = list(tied), list(anchors)
+    if not tied:
+        return []
+    if not anchors:
+        return tied
+    ns = _namespace(F, tied + anchors, "grad_tie")
+    result = getattr(ns, GRAD_TIE_OP)(*tied, *anchors, num_tied=len(tied),
+                                      num_anchors=len(anchors))
+    return _outputs(result, len(tied))

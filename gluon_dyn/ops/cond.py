@@ -1,0 +1,70 @@
+"""cond: choose between two computations on a scalar tensor predicate."""
+import mxnet as mx
+
+from . import subgraph
+from .steps import format_text
+from .structure import ControlFlowError, array_kind, check_callable, describe, flatten, regroup
+
+OP = "cond"
+
+
+def cond(pred, then_func, else_func):
+    """Run `then_func()` if `pred` is true (nonzero), else `else_func()`.
+
+    The semantics, as Python::
+
+        def cond(pred, then_func, else_func):
+            return then_func() if bool(pred) else else_func()
+
+    `pred` holds exactly one element. Both functions take no arguments (they close
+    over what they need) and return an array or a (nested) list of arrays; the two
+    must agree in structure, and in each output's shape and dtype. With NDArrays only
+    the chosen function runs; with Symbols (inside `hybrid_forward`) both are traced
+    into one `_cond` node and the choice is made when the graph runs. Gradients flow
+    through the branch taken to everything it reads.
+    """
+    check_callable(then_func, OP, "then_func")
+    check_callable(else_func, OP, "else_func")
+    kind = array_kind(pred)
+    if kind == "ndarray":
+        return _cond_ndarray(pred, then_func, else_func)
+    if kind == "symbol":
+        return _cond_symbol(pred, then_func, else_func)
+    raise ControlFlowError("cond: pred must be an NDArray or a Symbol holding one element, got %s; "
+                           "for a Python value use a Python `if`" % describe(pred))
+
+
+def _cond_ndarray(pred, then_func, else_func):
+    if pred.size != 1:
+        raise ControlFlowError("cond: pred must be a scalar (one element), got shape %s" % (pred.shape,))
+    taken, branch = (then_func, "then") if pred.asscalar() else (else_func, "else")
+    result = taken()
+    flatten(result, OP, "%s_func's output" % branch)
+    return result
+
+
+def _cond_symbol(pred, then_func, else_func):
+    predicate = subgraph.trace(lambda _: ([pred], []), 0, "cond_pred")
+    branches = {}
+    for branch, fn in (("then", then_func), ("else", else_func)):
+        def trace_branch(_, fn=fn, branch=branch):
+            flat, fmt = flatten(fn(), OP, "%s_func's output" % branch)
+            branches[branch] = (len(flat), fmt)
+            return flat, []
+        branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, "cond_" + branch)
+    (then_count, then_fmt), (else_count, else_fmt) = branches["then"], branches["else"]
+    if then_fmt != else_fmt:
+        raise ControlFlowError("cond: then_func returns %d outputs structured as %s but else_func "
+                               "returns %d structured as %s; both branches must return the same structure"
+                               % (then_count, format_text(then_fmt), else_count, format_text(else_fmt)))
+    if then_count == 0:
+        raise ControlFlowError("cond: the branches return no outputs; cond needs at least one")
+    inputs = subgraph.InputUnion()
+    no_placeholders = {}
+    locations = [inputs.locations(g, no_placeholders)
+                 for g in (predicate, branches["then_graph"], branches["else_graph"])]
+    node = mx.sym._internal._cond(
+        predicate.graph, branches["then_graph"].graph, branches["else_graph"].graph, *inputs.symbols,
+        cond_input_locs=locations[0], then_input_locs=locations[1], else_input_locs=locations[2],
+        num_outputs=then_count)
+    return regroup([node[i] for i in range(then_count)], then_fmt)

@@ -1,0 +1,101 @@
+"""foreach: a loop over axis 0 of arrays, carrying states (a scan; a map when there are no states)."""
+import mxnet as mx
+from mxnet import autograd
+
+from . import subgraph
+from .steps import StepOutputs, check_states, format_text
+from .structure import (ControlFlowError, check_callable, common_kind, flatten, regroup,
+                        unpack_body_result)
+
+OP = "foreach"
+
+
+def foreach(body, data, init_states):
+    """Run `body` on each slice of `data` along axis 0, carrying `init_states` through.
+
+    The semantics, as Python::
+
+        def foreach(body, data, init_states):
+            states = init_states
+            outputs = []
+            for i in range(len(data)):              # every array in `data` has this length
+                out, states = body(data[i], states)  # data[i]: a slice, or a list of slices
+                outputs.append(out)
+            return stack(outputs), states            # stacked along a new axis 0
+
+    `data` is an array or a (nested) list of arrays; `init_states` and the body's
+    outputs may be arrays, nested lists, or empty (`[]` / None): foreach as a map has
+    no states, foreach as a scan may have no outputs. States keep their structure,
+    shapes and dtypes from step to step. With NDArrays the loop runs now; with
+    Symbols (inside `hybrid_forward`) it becomes one `_foreach` node. Gradients flow
+    to the data, the initial states and every array or parameter the body closes over.
+
+    A loop over zero rows returns outputs with zero rows: the body is evaluated once,
+    under `autograd.pause()`, on zero-filled slices to learn their shapes.
+    """
+    check_callable(body, OP, "body")
+    flat_data, data_fmt = flatten(data, OP, "data")
+    flat_states, state_fmt = flatten(init_states, OP, "init_states")
+    if not flat_data:
+        raise ControlFlowError("foreach: data must contain at least one array to iterate over")
+    kind = common_kind(flat_data + flat_states, OP)
+    run = _foreach_ndarray if kind == "ndarray" else _foreach_symbol
+    return run(body, flat_data, data_fmt, flat_states, state_fmt)
+
+
+def _foreach_ndarray(body, flat_data, data_fmt, flat_states, state_fmt):
+    for i, array in enumerate(flat_data):
+        if array.ndim == 0:
+            raise ControlFlowError("foreach: data %d is a scalar; foreach iterates over axis 0" % i)
+    length = flat_data[0].shape[0]
+    for i, array in enumerate(flat_data[1:], 1):
+        if array.shape[0] != length:
+            raise ControlFlowError("foreach: data %d has %d rows on axis 0 but data 0 has %d"
+                                   % (i, array.shape[0], length))
+    outputs = StepOutputs(OP)
+    states = flat_states
+    for step in range(length):
+        out, new_states = _call_body(body, [a[step] for a in flat_data], data_fmt, states, state_fmt)
+        outputs.add(out, step)
+        states = check_states(OP, "state", new_states, state_fmt, states, step)
+    if length == 0:
+        zero_slices = [mx.nd.zeros(a.shape[1:], ctx=a.context, dtype=a.dtype) for a in flat_data]
+        with autograd.pause():
+            example, _ = _call_body(body, zero_slices, data_fmt, states, state_fmt)
+        return outputs.empty(example, 0), regroup(states, state_fmt)
+    return outputs.stacked(), regroup(states, state_fmt)
+
+
+def _call_body(body, flat_slices, data_fmt, flat_states, state_fmt):
+    return unpack_body_result(body(regroup(flat_slices, data_fmt), regroup(flat_states, state_fmt)),
+                              OP, "body")
+
+
+def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
+    num_data, num_states = len(flat_data), len(flat_states)
+    traced = {}
+
+    def trace_body(placeholders):
+        out, new_states = _call_body(body, placeholders[:num_data], data_fmt,
+                                     placeholders[num_data:], state_fmt)
+        flat_out, traced["out_fmt"] = flatten(out, OP, "body output")
+        flat_new, new_fmt = flatten(new_states, OP, "body states")
+        if new_fmt != state_fmt:
+            raise ControlFlowError("foreach: the body returned states structured as %s; it must keep "
+                                   "the structure of init_states, %s"
+                                   % (format_text(new_fmt), format_text(state_fmt)))
+        traced["num_out"] = len(flat_out)
+        return flat_out, flat_new
+
+    body_graph = subgraph.trace(trace_body, num_data + num_states, "foreach")
+    num_out_data = traced["num_out"] + body_graph.num_extra
+    outer = [src for src in body_graph.sources if not isinstance(src, int)]
+    node = mx.sym._internal._foreach(
+        body_graph.graph, *(flat_data + flat_states + outer),
+        num_outputs=num_out_data + num_states, num_out_data=num_out_data,
+        in_data_locs=[body_graph.placeholder_position(i) for i in range(num_data)],
+        in_state_locs=[body_graph.placeholder_position(num_data + i) for i in range(num_states)],
+        remain_locs=[pos for pos, src in enumerate(body_graph.sources) if not isinstance(src, int)])
+    outputs = [node[i] for i in range(traced["num_out"])]
+    states = [node[num_out_data + i] for i in range(num_states)]
+    return regroup(outputs, traced["out_fmt"]), regroup(states, state_fmt)

@@ -1,0 +1,72 @@
+"""Per-iteration bookkeeping shared by the imperative foreach and while_loop."""
+import mxnet as mx
+
+from .structure import ControlFlowError, flatten, regroup
+
+
+def format_text(fmt):
+    """A readable rendering of a structure format: 'array', '[array, array]', ..."""
+    if fmt is None:
+        return "array"
+    return "[%s]" % ", ".join(format_text(sub) for sub in fmt)
+
+
+def check_states(op, what, new_states, fmt, previous, step):
+    """Flatten a body's new states; they must keep the structure, shapes and dtypes they started with."""
+    flat, new_fmt = flatten(new_states, op, what)
+    if new_fmt != fmt:
+        raise ControlFlowError("%s: at step %d the body returned %s structured as %s; it must keep the "
+                               "structure of the initial values, %s"
+                               % (op, step, what, format_text(new_fmt), format_text(fmt)))
+    for i, (new, old) in enumerate(zip(flat, previous)):
+        if new.shape != old.shape or new.dtype != old.dtype:
+            raise ControlFlowError("%s: %s %d changed from shape %s %s to shape %s %s at step %d; loop "
+                                   "state must keep its shape and dtype"
+                                   % (op, what, i, old.shape, _dtype(old), new.shape, _dtype(new), step))
+    return flat
+
+
+class StepOutputs:
+    """Collects each step's outputs and stacks them along a new axis 0."""
+
+    def __init__(self, op):
+        self.op = op
+        self.fmt = None
+        self.steps = []
+
+    def add(self, outputs, step):
+        flat, fmt = flatten(outputs, self.op, "step output")
+        if self.steps:
+            if fmt != self.fmt:
+                raise ControlFlowError("%s: step %d returned outputs structured as %s, step 0 as %s"
+                                       % (self.op, step, format_text(fmt), format_text(self.fmt)))
+            for i, (new, first) in enumerate(zip(flat, self.steps[0])):
+                if new.shape != first.shape or new.dtype != first.dtype:
+                    raise ControlFlowError("%s: output %d has shape %s %s at step %d but %s %s at step 0"
+                                           % (self.op, i, new.shape, _dtype(new), step,
+                                              first.shape, _dtype(first)))
+        self.fmt = fmt
+        self.steps.append(flat)
+
+    def stacked(self, rows=None):
+        """The stacked outputs, zero-padded to `rows` (default: the number of steps)."""
+        columns = list(zip(*self.steps))
+        result = []
+        for column in columns:
+            stacked = mx.nd.stack(*column)
+            if rows is not None and rows > len(column):
+                first = column[0]
+                padding = mx.nd.zeros((rows - len(column),) + first.shape, ctx=first.context,
+                                      dtype=first.dtype)
+                stacked = mx.nd.concat(stacked, padding, dim=0)
+            result.append(stacked)
+        return regroup(result, self.fmt)
+
+    def empty(self, example_outputs, rows):
+        """Outputs of a loop that ran no step, shaped like `example_outputs` (one step's worth)."""
+        flat, fmt = flatten(example_outputs, self.op, "step output")
+        return regroup([mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in flat], fmt)
+
+
+def _dtype(array):
+    return getattr(array.dtype, "__name__", str(array.dtype))

@@ -1,0 +1,146 @@
+"""Tracing a Python function into a subgraph for MXNet's `_foreach`/`_while_loop`/`_cond` nodes.
+
+MXNet's own front ends (`mx.sym.contrib.*`) do the same job but name each subgraph
+input after the outer symbol it stands for, which breaks when one symbol is passed
+twice, and they reject bodies that ignore an input. Here every placeholder gets a
+name of its own, unused inputs are kept alive by a cheap one-element output, and
+the three operators share one tracer.
+"""
+import copy
+import ctypes
+
+import mxnet as mx
+from mxnet.attribute import AttrScope
+from mxnet.base import SymbolHandle, _LIB, check_call
+
+_SCOPE_ATTR = "__subgraph_name__"
+
+
+def _symbol_list(c_api_function, graph):
+    count = ctypes.c_int(0)
+    handles = ctypes.POINTER(SymbolHandle)()
+    check_call(c_api_function(graph.handle, ctypes.byref(handles), ctypes.byref(count)))
+    return [mx.sym.Symbol(ctypes.cast(handles[i], SymbolHandle)) for i in range(count.value)]
+
+
+def _unique_scope_name(base):
+    """A subgraph name unique in this process, prefixed by the enclosing subgraph's."""
+    parent = AttrScope.current._attr.get(_SCOPE_ATTR, "")
+    if parent:
+        base = parent + "$" + base
+    AttrScope._subgraph_names[base] += 1
+    return "%s%d" % (base, AttrScope._subgraph_names[base] - 1)
+
+
+class Subgraph:
+    """One traced function.
+
+    graph:        the Group of output symbols, cut from the enclosing graph
+    input_names:  the graph's inputs, in the order MXNet passes them
+    sources:      for each input, either an int (the placeholder it stands for) or
+                  the outer Symbol that feeds it (a closure value or a parameter)
+    num_extra:    outputs added between the leading and trailing outputs only to keep
+                  otherwise-unused placeholders in the graph
+    """
+
+    def __init__(self, graph, input_names, sources, num_extra):
+        self.graph = graph
+        self.input_names = input_names
+        self.sources = sources
+        self.num_extra = num_extra
+
+    def placeholder_position(self, index):
+        """Position among this graph's inputs of placeholder `index`."""
+        for position, source in enumerate(self.sources):
+            if isinstance(source, int) and source == index:
+                return position
+        raise KeyError("placeholder %d is not an input of this subgraph" % index)
+
+    def outer_inputs(self):
+        """(name, Symbol) of every input that comes from outside the subgraph."""
+        return [(name, src) for name, src in zip(self.input_names, self.sources)
+                if not isinstance(src, int)]
+
+
+def trace(fn, num_placeholders, name, keep_alive=None):
+    """Trace `fn(placeholders) -> (leading outputs, trailing outputs)` into a Subgraph.
+
+    Outputs that are inputs, outer symbols, or repeats of an earlier output are
+    passed through `identity`, because an MXNet subgraph's outputs must be nodes of
+    its own. MXNet also needs every placeholder in the graph: by default each one
+    `fn` does not use gets a one-element output (zero times its first element)
+    placed between the leading and trailing outputs, differentiable so that MXNet's
+    loop backward sees its gradient consumed; `keep_alive(unused, leading, trailing)
+    -> (leading, trailing)` may do that differently.
+    """
+    scope = _unique_scope_name(name)
+    with AttrScope(**{_SCOPE_ATTR: scope}):
+        placeholders = [mx.sym.var("%s_in%d" % (scope, i)) for i in range(num_placeholders)]
+        leading, trailing = fn(placeholders)
+        leading, trailing = list(leading), list(trailing)
+        used = set(mx.sym.Group(leading + trailing).list_inputs()) if leading + trailing else set()
+        unused = [p for p in placeholders if p.name not in used]
+        extra = []
+        if keep_alive is not None:
+            leading, trailing = keep_alive(unused, leading, trailing)
+        else:
+            extra = [0 * mx.sym.slice_axis(mx.sym.reshape(p, shape=(-1,)), axis=0, begin=0, end=1)
+                     for p in unused]
+        graph = mx.sym.Group(_own_outputs(leading + extra + trailing, scope))
+    cut_by_name = {s.list_outputs()[0]: s for s in _symbol_list(_LIB.MXSymbolCutSubgraph, graph)}
+    free_by_name = {s.name: s for s in _symbol_list(_LIB.MXSymbolGetInputSymbols, graph)}
+    placeholder_index = {p.name: i for i, p in enumerate(placeholders)}
+    input_names = graph.list_inputs()
+    if len(set(input_names)) != len(input_names):
+        raise RuntimeError("subgraph %s has repeated input names %s" % (scope, input_names))
+    sources = []
+    for input_name in input_names:
+        if input_name in placeholder_index:
+            sources.append(placeholder_index[input_name])
+        elif input_name in cut_by_name:
+            sources.append(cut_by_name[input_name])
+        else:
+            # A variable of the enclosing graph (a parameter or a block input): the
+            # subgraph keeps its own node, so the outer graph gets a copy.
+            sources.append(copy.deepcopy(free_by_name[input_name]))
+    return Subgraph(graph, input_names, sources, len(extra))
+
+
+def _own_outputs(outputs, scope):
+    owned, seen = [], set()
+    for out in outputs:
+        foreign = out.list_attr().get(_SCOPE_ATTR, "") != scope
+        is_input = out.name in out.list_inputs()
+        if foreign or is_input or out.list_outputs()[0] in seen:
+            out = mx.sym.identity(out)
+        seen.add(out.list_outputs()[0])
+        owned.append(out)
+    return owned
+
+
+class InputUnion:
+    """The operator-level input list shared by several subgraphs of one node.
+
+    Inputs are identified by name: the same outer symbol cut out of two subgraphs
+    arrives as two Symbol objects with one name, and must be passed once.
+    """
+
+    def __init__(self, leading=()):
+        self.symbols = list(leading)
+        self._position = {}
+
+    def locations(self, subgraph, placeholder_positions):
+        """Operator-input index of each of `subgraph`'s inputs.
+
+        placeholder_positions maps a placeholder index to its operator-input index.
+        """
+        locs = []
+        for name, source in zip(subgraph.input_names, subgraph.sources):
+            if isinstance(source, int):
+                locs.append(placeholder_positions[source])
+                continue
+            if name not in self._position:
+                self._position[name] = len(self.symbols)
+                self.symbols.append(source)
+            locs.append(self._position[name])
+        return locs
