@@ -8,6 +8,7 @@ gluon_dyn nor its C++ library. `HybridBlock.export` is wrapped to do this.
 import functools
 import json
 
+import mxnet as mx
 from mxnet import gluon
 
 TRAINING_ONLY_OPS = ("gluon_dyn_grad_tie",)
@@ -44,7 +45,7 @@ def strip_training_ops(graph):
         node = dict(nodes[nid])
         node["inputs"] = [renumber(e) for e in node["inputs"]]
         if "subgraphs" in node:
-            node["subgraphs"] = [strip_training_ops(g) for g in node["subgraphs"]]
+            _strip_subgraphs(node)
         new_nodes.append(node)
     result = dict(graph)
     result["nodes"] = new_nodes
@@ -56,6 +57,32 @@ def strip_training_ops(graph):
             row_ptr.append(row_ptr[-1] + _num_outputs(graph, nid))
         result["node_row_ptr"] = row_ptr
     return result
+
+
+# Which attribute maps a subgraph's inputs to the node's inputs, per subgraph index.
+_INPUT_LOCS = {"_cond": {1: "then_input_locs", 2: "else_input_locs"}}
+
+
+def _strip_subgraphs(node):
+    """Strip each subgraph; where that drops inputs (a `_cond` branch's zero-gradient
+    anchors), drop them from the node's input locations too."""
+    locs_attrs = _INPUT_LOCS.get(node["op"], {})
+    stripped = []
+    for index, sub in enumerate(node["subgraphs"]):
+        new_sub = strip_training_ops(sub)
+        if index in locs_attrs and new_sub is not sub:
+            before, after = _input_names(sub), _input_names(new_sub)
+            locs = json.loads(node["attrs"][locs_attrs[index]])
+            kept = [locs[before.index(name)] for name in after]
+            node["attrs"] = dict(node["attrs"], **{locs_attrs[index]: str(kept)})
+        stripped.append(new_sub)
+    node["subgraphs"] = stripped
+
+
+def _input_names(graph):
+    # Subgraphs carry no version stamp; without one MXNet logs an "upgrade" per load.
+    stamped = dict(graph, attrs={"mxnet_version": ["int", 10901]})  # 1.9.1
+    return mx.sym.load_json(json.dumps(stamped)).list_inputs()
 
 
 def _num_outputs(graph, nid):

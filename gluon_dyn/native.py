@@ -94,12 +94,11 @@ def grad_tie(F, tied, anchors):
 
     Returns a list with one output per tied array. Used so that MXNet requests
     (and so initialises) gradients it would otherwise leave as kNullOp, e.g.
-    for ``_while_loop`` loop variables in MXNet 1.9.1.
+    for ``_while_loop`` loop variables in MXNet 1.9.1: once any tied array or
+    anchor needs a gradient, the gradients of all tied outputs are requested.
     """
     tied, anchors = list(tied), list(anchors)
-    if not tied:
-        return []
-    if not anchors:
+    if len(tied) + len(anchors) <= 1:
         return tied
     ns = _namespace(F, tied + anchors, "grad_tie")
     result = getattr(ns, GRAD_TIE_OP)(*tied, *anchors, num_tied=len(tied),

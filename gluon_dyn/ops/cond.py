@@ -59,12 +59,21 @@ def _cond_symbol(pred, then_func, else_func):
                                % (then_count, format_text(then_fmt), else_count, format_text(else_fmt)))
     if then_count == 0:
         raise ControlFlowError("cond: the branches return no outputs; cond needs at least one")
+    then_graph, else_graph = branches["then_graph"], branches["else_graph"]
+    then_graph, else_graph = (
+        subgraph.with_zero_gradients_for(graph, _missing_inputs(graph, other))
+        for graph, other in ((then_graph, else_graph), (else_graph, then_graph)))
     inputs = subgraph.InputUnion()
     no_placeholders = {}
-    locations = [inputs.locations(g, no_placeholders)
-                 for g in (predicate, branches["then_graph"], branches["else_graph"])]
+    locations = [inputs.locations(g, no_placeholders) for g in (predicate, then_graph, else_graph)]
     node = mx.sym._internal._cond(
-        predicate.graph, branches["then_graph"].graph, branches["else_graph"].graph, *inputs.symbols,
+        predicate.graph, then_graph.graph, else_graph.graph, *inputs.symbols,
         cond_input_locs=locations[0], then_input_locs=locations[1], else_input_locs=locations[2],
         num_outputs=then_count)
     return regroup([node[i] for i in range(then_count)], then_fmt)
+
+
+def _missing_inputs(graph, other):
+    """(name, source) of the inputs `other` reads and `graph` does not."""
+    have = set(graph.input_names)
+    return [(name, source) for name, source in other.outer_inputs() if name not in have]

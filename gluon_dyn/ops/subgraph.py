@@ -13,6 +13,8 @@ import mxnet as mx
 from mxnet.attribute import AttrScope
 from mxnet.base import SymbolHandle, _LIB, check_call
 
+from .. import native
+
 _SCOPE_ATTR = "__subgraph_name__"
 
 
@@ -144,3 +146,23 @@ class InputUnion:
                 self.symbols.append(source)
             locs.append(self._position[name])
         return locs
+
+
+def with_zero_gradients_for(sub, extra_inputs):
+    """`sub` reading `extra_inputs` (name, outer Symbol) too, each with a zero gradient.
+
+    MXNet's `_cond` backward runs only the branch taken and leaves the gradient of
+    an input only the other branch reads unwritten (a stale value from an earlier
+    step). Giving each branch every input of the node, tied to its first output,
+    makes the taken branch write zeros there.
+    """
+    if not extra_inputs:
+        return sub
+    outputs = list(sub.graph)
+    anchors = [mx.sym.var(name) for name, _ in extra_inputs]
+    outputs[0] = native.grad_tie(mx.sym, [outputs[0]], anchors)[0]
+    graph = mx.sym.Group(outputs)
+    source_by_name = dict(zip(sub.input_names, sub.sources))
+    source_by_name.update(extra_inputs)
+    input_names = graph.list_inputs()
+    return Subgraph(graph, input_names, [source_by_name[name] for name in input_names], sub.num_extra)

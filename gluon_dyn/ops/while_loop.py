@@ -154,21 +154,30 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
     func_graph = subgraph.trace(trace_func, num_vars + 2, "while_loop_func", keep_alive=count_unused)
     cond_graph = subgraph.trace(lambda ph: ([ph[0]], []), 1, "while_loop_cond")
 
-    initial = flat_vars + [mx.sym.cast(predicate(flat_vars), dtype="float32"), mx.sym.zeros((1,))]
-    anchors = [src for src in func_graph.sources if not isinstance(src, int)]
-    # MXNet's _while_loop backward leaves a loop variable's per-step gradients
-    # uninitialised when that variable's own gradient is not requested, which
-    # corrupts the gradients of parameters used in the body. Tying every initial
-    # value to the other inputs makes MXNet request all of them.
-    inputs = subgraph.InputUnion(native.grad_tie(mx.sym, initial, anchors))
-    cond_locs = inputs.locations(cond_graph, {0: num_vars})
-    func_locs = inputs.locations(func_graph, {i: i for i in range(num_vars + 2)})
+    # Everything func reads from outside the loop (parameters, closure arrays) is
+    # carried as an unchanged loop variable: MXNet's backward leaves the gradient of
+    # an ordinary closure input unwritten when the loop runs zero times.
+    outer = func_graph.outer_inputs()
+    variables = func_graph.graph.get_internals()
+    body = mx.sym.Group(list(func_graph.graph) + [mx.sym.identity(variables[name]) for name, _ in outer])
+    num_carried = num_vars + 2 + len(outer)
+    var_locs = [func_graph.placeholder_position(i) for i in range(num_vars + 2)] + \
+        [func_graph.input_names.index(name) for name, _ in outer]
+    initial = flat_vars + [mx.sym.cast(predicate(flat_vars), dtype="float32"), mx.sym.zeros((1,))] + \
+        [source for _, source in outer]
+    # MXNet's _while_loop backward also leaves a loop variable's per-step gradients
+    # uninitialised when that variable's own gradient is not requested, corrupting
+    # the gradients of the others. Tying all initial values together makes MXNet
+    # request every one of them as soon as one is needed.
+    initial = native.grad_tie(mx.sym, initial, [])
+    func_locs = [0] * len(var_locs)
+    for carried, position in enumerate(var_locs):
+        func_locs[position] = carried
     num_out = traced["num_out"]
     node = mx.sym._internal._while_loop(
-        cond_graph.graph, func_graph.graph, *inputs.symbols,
-        max_iterations=max_iterations, num_out_data=num_out, num_outputs=num_out + num_vars + 2,
-        cond_input_locs=cond_locs, func_input_locs=func_locs,
-        func_var_locs=[func_graph.placeholder_position(i) for i in range(num_vars + 2)])
+        cond_graph.graph, body, *initial,
+        max_iterations=max_iterations, num_out_data=num_out, num_outputs=num_out + num_carried,
+        cond_input_locs=[num_vars], func_input_locs=func_locs, func_var_locs=var_locs)
     # Rows past the last step are uninitialised memory in MXNet's output: select
     # zeros there (a product with a mask would turn NaN garbage into NaN).
     ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), node[num_out + num_vars + 1])
