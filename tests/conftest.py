@@ -102,6 +102,15 @@ def make_pair(fn, setup=None, seed=0):
     return imperative, hybrid
 
 
+def assert_params_equal(actual, expected):
+    """Two copies of a block hold the same parameter values (1e-5)."""
+    a, e = structural_params(actual), structural_params(expected)
+    assert sorted(a) == sorted(e)
+    for name in e:
+        np.testing.assert_allclose(a[name].data().asnumpy(), e[name].data().asnumpy(),
+                                   rtol=RTOL, atol=ATOL, err_msg=name)
+
+
 def loss_weights(arr, index):
     """Deterministic weights of the shape of output `index`, so the loss sees every element."""
     rng = np.random.RandomState(1000 + index)

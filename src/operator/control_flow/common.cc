@@ -74,4 +74,16 @@ void ZeroTensor(MXTensor* dst) {
   std::memset(dst->data_ptr, 0, dst->size() * DTypeSize(dst->dtype));
 }
 
+mxnet::ext::MXReturnValue PassThroughTypes(const char* op_name, const std::vector<int>& in_types,
+                                           std::vector<int>* out_types) {
+  if (!CheckTypes(in_types, op_name)) return mxnet::ext::MX_FAIL;
+  for (size_t i = 0; i < out_types->size(); ++i) (*out_types)[i] = in_types[i];
+  return mxnet::ext::MX_SUCCESS;
+}
+
+void PassThroughShapes(const std::vector<std::vector<unsigned int>>& in_shapes,
+                       std::vector<std::vector<unsigned int>>* out_shapes) {
+  for (size_t i = 0; i < out_shapes->size(); ++i) (*out_shapes)[i] = in_shapes[i];
+}
+
 }  // namespace gluon_dyn

@@ -27,6 +27,13 @@ size_t DTypeSize(int dtype);
 // Checks the inferred input types; unknown (-1) is allowed and left unchanged.
 bool CheckTypes(const std::vector<int>& types, const char* op_name);
 
+// Both operators' outputs are like their leading inputs (pass-through copies):
+// output i takes the type and shape of input i.
+mxnet::ext::MXReturnValue PassThroughTypes(const char* op_name, const std::vector<int>& in_types,
+                                           std::vector<int>* out_types);
+void PassThroughShapes(const std::vector<std::vector<unsigned int>>& in_shapes,
+                       std::vector<std::vector<unsigned int>>* out_shapes);
+
 // lib_api does not pass OpReqType, so kNullOp outputs may have no storage.
 bool HasStorage(const mxnet::ext::MXTensor& t);
 

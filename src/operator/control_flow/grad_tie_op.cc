@@ -39,15 +39,13 @@ MXReturnValue ParseAttrs(const Attrs& attrs, int* num_in, int* num_out) {
 
 MXReturnValue InferType(const Attrs& attrs, std::vector<int>* in_types,
                         std::vector<int>* out_types) {
-  if (!CheckTypes(*in_types, kOpName)) return MX_FAIL;
-  for (size_t i = 0; i < out_types->size(); ++i) (*out_types)[i] = (*in_types)[i];
-  return MX_SUCCESS;
+  return PassThroughTypes(kOpName, *in_types, out_types);
 }
 
 MXReturnValue InferShape(const Attrs& attrs,
                          std::vector<std::vector<unsigned int>>* in_shapes,
                          std::vector<std::vector<unsigned int>>* out_shapes) {
-  for (size_t i = 0; i < out_shapes->size(); ++i) (*out_shapes)[i] = (*in_shapes)[i];
+  PassThroughShapes(*in_shapes, out_shapes);
   return MX_SUCCESS;
 }
 
