@@ -3,7 +3,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import subgraph
-from .steps import StepOutputs, check_states, format_text
+from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, check_callable, common_kind, flatten, regroup,
                         unpack_body_result)
 
@@ -78,12 +78,8 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
     def trace_body(placeholders):
         out, new_states = _call_body(body, placeholders[:num_data], data_fmt,
                                      placeholders[num_data:], state_fmt)
-        flat_out, traced["out_fmt"] = flatten(out, OP, "body output")
-        flat_new, new_fmt = flatten(new_states, OP, "body states")
-        if new_fmt != state_fmt:
-            raise ControlFlowError("foreach: the body returned states structured as %s; it must keep "
-                                   "the structure of init_states, %s"
-                                   % (format_text(new_fmt), format_text(state_fmt)))
+        flat_out, traced["out_fmt"], flat_new = flatten_traced_step(OP, out, new_states, state_fmt,
+                                                                    "states")
         traced["num_out"] = len(flat_out)
         return flat_out, flat_new
 

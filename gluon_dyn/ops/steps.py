@@ -1,7 +1,7 @@
 """Per-iteration bookkeeping shared by the imperative foreach and while_loop."""
 import mxnet as mx
 
-from .structure import ControlFlowError, flatten, regroup
+from .structure import ControlFlowError, dtype_name, flatten, regroup
 
 
 def format_text(fmt):
@@ -9,6 +9,17 @@ def format_text(fmt):
     if fmt is None:
         return "array"
     return "[%s]" % ", ".join(format_text(sub) for sub in fmt)
+
+
+def flatten_traced_step(op, outputs, new_states, state_fmt, states_name):
+    """Flatten a traced body's (outputs, new states); the states must keep `state_fmt`."""
+    flat_out, out_fmt = flatten(outputs, op, "step output")
+    flat_new, new_fmt = flatten(new_states, op, states_name)
+    if new_fmt != state_fmt:
+        raise ControlFlowError("%s: the body returned %s structured as %s; it must keep the structure "
+                               "of the initial values, %s"
+                               % (op, states_name, format_text(new_fmt), format_text(state_fmt)))
+    return flat_out, out_fmt, flat_new
 
 
 def check_states(op, what, new_states, fmt, previous, step):
@@ -22,7 +33,7 @@ def check_states(op, what, new_states, fmt, previous, step):
         if new.shape != old.shape or new.dtype != old.dtype:
             raise ControlFlowError("%s: %s %d changed from shape %s %s to shape %s %s at step %d; loop "
                                    "state must keep its shape and dtype"
-                                   % (op, what, i, old.shape, _dtype(old), new.shape, _dtype(new), step))
+                                   % (op, what, i, old.shape, dtype_name(old), new.shape, dtype_name(new), step))
     return flat
 
 
@@ -43,8 +54,8 @@ class StepOutputs:
             for i, (new, first) in enumerate(zip(flat, self.steps[0])):
                 if new.shape != first.shape or new.dtype != first.dtype:
                     raise ControlFlowError("%s: output %d has shape %s %s at step %d but %s %s at step 0"
-                                           % (self.op, i, new.shape, _dtype(new), step,
-                                              first.shape, _dtype(first)))
+                                           % (self.op, i, new.shape, dtype_name(new), step,
+                                              first.shape, dtype_name(first)))
         self.fmt = fmt
         self.steps.append(flat)
 
@@ -66,7 +77,3 @@ class StepOutputs:
         """Outputs of a loop that ran no step, shaped like `example_outputs` (one step's worth)."""
         flat, fmt = flatten(example_outputs, self.op, "step output")
         return regroup([mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in flat], fmt)
-
-
-def _dtype(array):
-    return getattr(array.dtype, "__name__", str(array.dtype))

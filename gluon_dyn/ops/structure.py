@@ -24,14 +24,19 @@ def array_kind(value):
 
 
 def describe(value):
+    """A short description of a value for error messages."""
     kind = array_kind(value)
     if kind == "ndarray":
-        return "NDArray of shape %s and dtype %s" % (value.shape, value.dtype.__name__
-                                                     if hasattr(value.dtype, "__name__") else value.dtype)
+        return "NDArray of shape %s and dtype %s" % (value.shape, dtype_name(value))
     if kind == "symbol":
         return "Symbol %r" % value.name
-    return "%s %r" % (type(value).__name__, value) if isinstance(value, (int, float, bool, str)) \
-        else type(value).__name__
+    if isinstance(value, (int, float, bool, str)):
+        return "%s %r" % (type(value).__name__, value)
+    return type(value).__name__
+
+
+def dtype_name(array):
+    return getattr(array.dtype, "__name__", str(array.dtype))
 
 
 def flatten(value, op, what):
@@ -69,10 +74,6 @@ def regroup(flat, fmt):
     return build(fmt)
 
 
-def same_format(fmt_a, fmt_b):
-    return fmt_a == fmt_b
-
-
 def common_kind(values, op):
     """The array kind ('ndarray' or 'symbol') shared by all `values`; mixing is an error."""
     kinds = {array_kind(v) for v in values}
@@ -85,11 +86,6 @@ def common_kind(values, op):
 def check_callable(fn, op, what):
     if not callable(fn):
         raise TypeError("%s: %s must be callable, got %s" % (op, what, describe(fn)))
-
-
-def check_count(actual, expected, op, what):
-    if len(actual) != len(expected):
-        raise ControlFlowError("%s: %s has %d arrays, expected %d" % (op, what, len(actual), len(expected)))
 
 
 def unpack_body_result(result, op, fn_name):

@@ -4,7 +4,7 @@ from mxnet import autograd
 
 from .. import native
 from . import subgraph
-from .steps import StepOutputs, check_states, format_text
+from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe, flatten,
                         regroup, unpack_body_result)
 
@@ -131,12 +131,8 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
     def trace_func(placeholders):
         vars_, counter = placeholders[:num_vars], placeholders[num_vars + 1]
         out, new_vars = _call_func(func, vars_, var_fmt)
-        flat_out, traced["out_fmt"] = flatten(out, OP, "func's step output")
-        flat_new, new_fmt = flatten(new_vars, OP, "func's new loop_vars")
-        if new_fmt != var_fmt:
-            raise ControlFlowError("while_loop: func returned loop_vars structured as %s; they must "
-                                   "keep the structure of loop_vars, %s"
-                                   % (format_text(new_fmt), format_text(var_fmt)))
+        flat_out, traced["out_fmt"], flat_new = flatten_traced_step(OP, out, new_vars, var_fmt,
+                                                                    "loop_vars")
         traced["num_out"] = len(flat_out)
         new_counter = counter + 1
         return flat_out, flat_new + [_differentiable_predicate(predicate(flat_new), new_counter),
