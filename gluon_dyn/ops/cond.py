@@ -66,6 +66,7 @@ def _cond_symbol(pred, then_func, else_func):
     inputs = subgraph.InputUnion()
     no_placeholders = {}
     locations = [inputs.locations(g, no_placeholders) for g in (predicate, then_graph, else_graph)]
+    subgraph.note_dynamic_shape_node()
     node = mx.sym._internal._cond(
         predicate.graph, then_graph.graph, else_graph.graph, *inputs.symbols,
         cond_input_locs=locations[0], then_input_locs=locations[1], else_input_locs=locations[2],

@@ -3,6 +3,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from . import subgraph
+from .while_loop import while_loop
 from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, check_callable, common_kind, flatten, regroup,
                         unpack_body_result)
@@ -84,6 +85,14 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
         return flat_out, flat_new
 
     body_graph = subgraph.trace(trace_body, num_data + num_states, "foreach")
+    if body_graph.has_dynamic_shapes:
+        if traced["num_out"]:
+            raise ControlFlowError(
+                "foreach: on Symbols, a body that returns per-step outputs cannot contain cond or "
+                "while_loop: MXNet 1.9.1's _foreach needs every shape in its body before it runs, "
+                "and _cond/_while_loop learn theirs only while running. Carry the values as states "
+                "instead (the loop then runs as a while_loop), or use while_loop for the outer loop")
+        return [], _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt)
     num_out_data = traced["num_out"] + body_graph.num_extra
     outer = [src for src in body_graph.sources if not isinstance(src, int)]
     node = mx.sym._internal._foreach(
@@ -95,3 +104,22 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
     outputs = [node[i] for i in range(traced["num_out"])]
     states = [node[num_out_data + i] for i in range(num_states)]
     return regroup(outputs, traced["out_fmt"]), regroup(states, state_fmt)
+
+
+def _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt):
+    """A foreach with states only, as a `_while_loop` over the rows (its body may hold
+    nodes whose shapes are known only at run time)."""
+    length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(flat_data[0]), axis=0, begin=0, end=1),
+                         dtype="float32")
+    num_states = len(flat_states)
+
+    def step(index, *states):
+        rows = [mx.sym.squeeze(mx.sym.take(array, index, axis=0), axis=0) for array in flat_data]
+        out, new_states = _call_body(body, rows, data_fmt, list(states), state_fmt)
+        _, _, flat_new = flatten_traced_step(OP, out, new_states, state_fmt, "states")
+        return [], [index + 1] + flat_new
+
+    # No per-step outputs, so max_iterations allocates nothing: it is only a bound.
+    _, final = while_loop(lambda index, *states: index < length, step,
+                          [mx.sym.zeros((1,))] + flat_states, max_iterations=2 ** 31 - 1)
+    return regroup(final[1:1 + num_states], state_fmt)

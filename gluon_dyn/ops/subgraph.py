@@ -8,6 +8,7 @@ the three operators share one tracer.
 """
 import copy
 import ctypes
+import threading
 
 import mxnet as mx
 from mxnet.attribute import AttrScope
@@ -16,6 +17,17 @@ from mxnet.base import SymbolHandle, _LIB, check_call
 from .. import native
 
 _SCOPE_ATTR = "__subgraph_name__"
+_open_traces = threading.local()
+
+
+def note_dynamic_shape_node():
+    """Record that a `_cond` or `_while_loop` node is being built.
+
+    In MXNet 1.9.1 those two nodes have no shape inference (their output shapes
+    are known only once they run), which `_foreach` cannot hold in its body.
+    """
+    for trace_state in getattr(_open_traces, "stack", []):
+        trace_state["dynamic_shapes"] = True
 
 
 def _symbol_list(c_api_function, graph):
@@ -43,13 +55,15 @@ class Subgraph:
                   the outer Symbol that feeds it (a closure value or a parameter)
     num_extra:    outputs added between the leading and trailing outputs only to keep
                   otherwise-unused placeholders in the graph
+    has_dynamic_shapes: whether a `_cond` or `_while_loop` node was built inside
     """
 
-    def __init__(self, graph, input_names, sources, num_extra):
+    def __init__(self, graph, input_names, sources, num_extra, has_dynamic_shapes=False):
         self.graph = graph
         self.input_names = input_names
         self.sources = sources
         self.num_extra = num_extra
+        self.has_dynamic_shapes = has_dynamic_shapes
 
     def placeholder_position(self, index):
         """Position among this graph's inputs of placeholder `index`."""
@@ -67,18 +81,22 @@ class Subgraph:
 def trace(fn, num_placeholders, name, keep_alive=None):
     """Trace `fn(placeholders) -> (leading outputs, trailing outputs)` into a Subgraph.
 
-    Outputs that are inputs, outer symbols, or repeats of an earlier output are
-    passed through `identity`, because an MXNet subgraph's outputs must be nodes of
-    its own. MXNet also needs every placeholder in the graph: by default each one
+    Every output is passed through `identity` (see `_own_outputs`). MXNet also needs every placeholder in the graph: by default each one
     `fn` does not use gets a one-element output (zero times its first element)
     placed between the leading and trailing outputs, differentiable so that MXNet's
     loop backward sees its gradient consumed; `keep_alive(unused, leading, trailing)
     -> (leading, trailing)` may do that differently.
     """
     scope = _unique_scope_name(name)
+    trace_state = {"dynamic_shapes": False}
+    stack = _open_traces.__dict__.setdefault("stack", [])
     with AttrScope(**{_SCOPE_ATTR: scope}):
         placeholders = [mx.sym.var("%s_in%d" % (scope, i)) for i in range(num_placeholders)]
-        leading, trailing = fn(placeholders)
+        stack.append(trace_state)
+        try:
+            leading, trailing = fn(placeholders)
+        finally:
+            stack.pop()
         leading, trailing = list(leading), list(trailing)
         used = set(mx.sym.Group(leading + trailing).list_inputs()) if leading + trailing else set()
         unused = [p for p in placeholders if p.name not in used]
@@ -88,7 +106,7 @@ def trace(fn, num_placeholders, name, keep_alive=None):
         else:
             extra = [0 * mx.sym.slice_axis(mx.sym.reshape(p, shape=(-1,)), axis=0, begin=0, end=1)
                      for p in unused]
-        graph = mx.sym.Group(_own_outputs(leading + extra + trailing, scope))
+        graph = mx.sym.Group(_own_outputs(leading + extra + trailing))
     cut_by_name = {s.list_outputs()[0]: s for s in _symbol_list(_LIB.MXSymbolCutSubgraph, graph)}
     free_by_name = {s.name: s for s in _symbol_list(_LIB.MXSymbolGetInputSymbols, graph)}
     placeholder_index = {p.name: i for i, p in enumerate(placeholders)}
@@ -105,19 +123,19 @@ def trace(fn, num_placeholders, name, keep_alive=None):
             # A variable of the enclosing graph (a parameter or a block input): the
             # subgraph keeps its own node, so the outer graph gets a copy.
             sources.append(copy.deepcopy(free_by_name[input_name]))
-    return Subgraph(graph, input_names, sources, len(extra))
+    return Subgraph(graph, input_names, sources, len(extra), trace_state["dynamic_shapes"])
 
 
-def _own_outputs(outputs, scope):
-    owned, seen = [], set()
-    for out in outputs:
-        foreign = out.list_attr().get(_SCOPE_ATTR, "") != scope
-        is_input = out.name in out.list_inputs()
-        if foreign or is_input or out.list_outputs()[0] in seen:
-            out = mx.sym.identity(out)
-        seen.add(out.list_outputs()[0])
-        owned.append(out)
-    return owned
+def _own_outputs(outputs):
+    """Every output passed through `identity`.
+
+    A subgraph's outputs must be nodes of its own, distinct from its inputs and from
+    each other. Beyond that, when a control-flow node is nested in another, MXNet
+    1.9.1 infers storage types for the inner node's backward before the gradients
+    flowing into it have one ("storage_type_num_unknown_nodes"), unless each output
+    gradient first passes through an ordinary operator: identity's backward copy.
+    """
+    return [mx.sym.identity(out) for out in outputs]
 
 
 class InputUnion:
@@ -165,4 +183,5 @@ def with_zero_gradients_for(sub, extra_inputs):
     source_by_name = dict(zip(sub.input_names, sub.sources))
     source_by_name.update(extra_inputs)
     input_names = graph.list_inputs()
-    return Subgraph(graph, input_names, [source_by_name[name] for name in input_names], sub.num_extra)
+    return Subgraph(graph, input_names, [source_by_name[name] for name in input_names], sub.num_extra,
+                    sub.has_dynamic_shapes)

@@ -4,6 +4,7 @@ from mxnet import autograd
 
 from .. import native
 from . import subgraph
+from .cond import cond as branch_on
 from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe, flatten,
                         regroup, unpack_body_result)
@@ -92,6 +93,22 @@ def _differentiable_predicate(pred, counter):
     return mx.sym.broadcast_add(mx.sym.cast(pred, dtype="float32"), 0 * counter)
 
 
+def _zero_padding_rows(outputs, steps_run, max_iterations):
+    # Rows past the last step are uninitialised memory in MXNet's output: select
+    # zeros there (a product with a mask would turn NaN garbage into NaN).
+    ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), steps_run)
+    return [mx.sym.where(ran, out, mx.sym.zeros_like(out)) for out in outputs]
+
+
+def _zero_rows_like_one_step(func, flat_vars, var_fmt, max_iterations):
+    # After zero steps MXNet's outputs have no meaningful shape; one step's worth
+    # of func on the initial values gives it (run only in that case).
+    out, _ = _call_func(func, flat_vars, var_fmt)
+    flat_out, _ = flatten(out, OP, "func's step output")
+    return [mx.sym.zeros_like(mx.sym.broadcast_axis(mx.sym.expand_dims(o, axis=0), axis=0,
+                                                    size=max_iterations)) for o in flat_out]
+
+
 def _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations):
     outputs = StepOutputs(OP)
     step = 0
@@ -170,13 +187,17 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
     for carried, position in enumerate(var_locs):
         func_locs[position] = carried
     num_out = traced["num_out"]
+    subgraph.note_dynamic_shape_node()
     node = mx.sym._internal._while_loop(
         cond_graph.graph, body, *initial,
         max_iterations=max_iterations, num_out_data=num_out, num_outputs=num_out + num_carried,
         cond_input_locs=[num_vars], func_input_locs=func_locs, func_var_locs=var_locs)
-    # Rows past the last step are uninitialised memory in MXNet's output: select
-    # zeros there (a product with a mask would turn NaN garbage into NaN).
-    ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), node[num_out + num_vars + 1])
-    outputs = [mx.sym.where(ran, node[i], mx.sym.zeros_like(node[i])) for i in range(num_out)]
+    steps_run = node[num_out + num_vars + 1]
+    stacked = [node[i] for i in range(num_out)]
+    outputs = stacked
+    if stacked:
+        outputs = branch_on(steps_run > 0,
+                            lambda: _zero_padding_rows(stacked, steps_run, max_iterations),
+                            lambda: _zero_rows_like_one_step(func, flat_vars, var_fmt, max_iterations))
     final = [node[num_out + i] for i in range(num_vars)]
     return regroup(outputs, traced["out_fmt"]), final
