@@ -36,7 +36,7 @@ def test_both_branches_pred_from_inputs_with_dense_and_closures():
         return mx.nd.tanh(block.dense(y)) - (x + w)
 
     results = check_cond(fn, [(POS, Y), (NEG, Y), (POS, Y)], grad_inputs=(0, 1),
-                            setup=setup_dense_and_w, reference=reference)
+                         setup=setup_dense_and_w, reference=reference)
     for r in results:
         assert_nonzero_grads(r)
     # The two branches really ran: the then-branch result for POS differs from the else-branch one.
@@ -55,7 +55,7 @@ def test_untaken_branch_gives_zero_gradient_to_its_own_parameters():
         return block.a(x) if p.asscalar() else block.b(x) * 2
 
     then_run, else_run = check_cond(fn, [(nd([1]), POS), (nd([0]), POS)], grad_inputs=(1,),
-                                       setup=setup, reference=reference)
+                                    setup=setup, reference=reference)
     a_weight = [k for k in then_run["grads"] if k.startswith("a.")]
     b_weight = [k for k in then_run["grads"] if k.startswith("b.")]
     assert a_weight and b_weight
@@ -82,7 +82,7 @@ def test_pred_computed_inside_the_graph_from_a_dense_output():
             preds.add(bool(imp.dense(x).mean().asscalar() > 0.1))
     assert preds == {True, False}, "inputs must exercise both branches"
     check_cond(fn, [(x,) for x in inputs], grad_inputs=(0,), setup=dense_setup(),
-                  reference=reference)
+               reference=reference)
 
 
 def test_multiple_and_nested_list_outputs():
@@ -97,7 +97,7 @@ def test_multiple_and_nested_list_outputs():
         return [x - y, [y * y, mx.nd.sin(x)], y + 2]
 
     for r in check_cond(fn, [(nd([1]), POS, Y), (nd([0]), POS, Y)], grad_inputs=(1, 2),
-                           reference=reference):
+                        reference=reference):
         assert r["structure"] == [None, [None, None], None]
         assert_nonzero_grads(r)
 
@@ -111,7 +111,7 @@ def test_branches_returning_inputs_and_repeated_outputs_unchanged():
         return [x, x] if p.asscalar() else [y * 2, y]
 
     check_cond(fn, [(nd([1]), POS, Y), (nd([0]), POS, Y)], grad_inputs=(1, 2),
-                  reference=reference)
+               reference=reference)
 
 
 def test_branch_closing_over_parameter_only():
@@ -126,7 +126,7 @@ def test_branch_closing_over_parameter_only():
         return w * 2 if p.asscalar() else w * x
 
     check_cond(fn, [(nd([0]), POS), (nd([5]), POS)], grad_inputs=(1,), setup=setup,
-                  reference=reference)
+               reference=reference)
 
 
 @pytest.mark.parametrize("pred_value", [-2.0, 0.0, 0.5])

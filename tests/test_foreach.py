@@ -6,8 +6,8 @@ from mxnet import autograd, gluon
 from mxnet.base import MXNetError
 
 from gluon_dyn.ops import foreach
-from conftest import (FnBlock, assert_nonzero_grads, assert_params_equal, compare_modes, forward_only, loss_weights,
-                      make_pair, nd, run_block)
+from conftest import (FnBlock, assert_nonzero_grads, assert_params_equal, compare_modes,
+                      forward_only, loss_weights, make_pair, nd, run_block)
 
 
 def seq(length, *shape, seed=0):
