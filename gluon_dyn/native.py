@@ -73,6 +73,19 @@ def _outputs(result, count):
     return [result]
 
 
+def _via_identity(ns, *arrays):
+    """`arrays` passed through MXNet's identity.
+
+    lib_api hands an operator no OpReqType, so these operators always overwrite
+    their input gradients; a leaf with grad_req='add' would lose what it had
+    accumulated. Behind identity they write an intermediate gradient, and MXNet's
+    own copy applies the requested write or add.
+    """
+    if ns is mx.nd and not mx.autograd.is_recording():
+        return list(arrays)
+    return [ns.identity(a) for a in arrays]
+
+
 def assert_true(F, pred, *data, message):
     """Checks at run time that every element of ``pred`` is nonzero.
 
@@ -84,7 +97,8 @@ def assert_true(F, pred, *data, message):
     if not isinstance(message, str):
         raise TypeError("assert_true: message must be a str, got %r" % (message,))
     ns = _namespace(F, (pred,) + data, "assert_true")
-    result = getattr(ns, ASSERT_OP)(pred, *data, num_data=len(data), message=message)
+    result = getattr(ns, ASSERT_OP)(*_via_identity(ns, pred, *data),
+                                    num_data=len(data), message=message)
     outs = _outputs(result, 1 + len(data))
     return outs[0], outs[1:]
 
@@ -101,6 +115,6 @@ def grad_tie(F, tied, anchors):
     if len(tied) + len(anchors) <= 1:
         return tied
     ns = _namespace(F, tied + anchors, "grad_tie")
-    result = getattr(ns, GRAD_TIE_OP)(*tied, *anchors, num_tied=len(tied),
+    result = getattr(ns, GRAD_TIE_OP)(*_via_identity(ns, *tied, *anchors), num_tied=len(tied),
                                       num_anchors=len(anchors))
     return _outputs(result, len(tied))

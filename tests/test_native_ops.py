@@ -257,7 +257,6 @@ def test_assert_failure_under_autograd():
     np.testing.assert_array_equal(x.grad.asnumpy(), [3.0, 3.0])
 
 
-@pytest.mark.xfail(strict=True, reason="lib_api passes no OpReqType: kAddTo is written over")
 def test_assert_backward_accumulates_with_grad_req_add():
     x = nd([1.0, 2.0])
     x.attach_grad(grad_req="add")
@@ -426,7 +425,6 @@ def test_grad_tie_same_array_tied_and_anchor():
     np.testing.assert_array_equal(x.grad.asnumpy(), [5.0, 5.0])
 
 
-@pytest.mark.xfail(strict=True, reason="lib_api passes no OpReqType: kAddTo is written over")
 def test_grad_tie_backward_accumulates_with_grad_req_add():
     x, anchor = nd([1.0, 2.0]), nd([1.0])
     x.attach_grad(grad_req="add")

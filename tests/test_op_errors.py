@@ -37,12 +37,17 @@ def test_branches_with_different_nesting_symbolic():
         hybrid_call(fn, nd([1]), X)
 
 
-def test_branches_returning_nothing_symbolic():
+@pytest.mark.parametrize("mode", ["imperative", "symbolic"])
+def test_branches_returning_nothing(mode):
     def fn(block, F, p, x):
         return cond(p, lambda: [], lambda: [])
 
-    with pytest.raises(ControlFlowError, match="cond: the branches return no outputs"):
-        hybrid_call(fn, nd([1]), X)
+    with pytest.raises(ControlFlowError, match="cond: then_func returns no outputs; cond needs at "
+                                               "least one"):
+        if mode == "symbolic":
+            hybrid_call(fn, nd([1]), X)
+        else:
+            fn(None, mx.nd, nd([1]), X)
 
 
 @pytest.mark.parametrize("mode", ["imperative", "symbolic"])

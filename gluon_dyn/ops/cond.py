@@ -39,8 +39,22 @@ def _cond_ndarray(pred, then_func, else_func):
         raise ControlFlowError("cond: pred must be a scalar (one element), got shape %s" % (pred.shape,))
     taken, branch = (then_func, "then") if pred.asscalar() else (else_func, "else")
     result = taken()
-    flatten(result, OP, "%s_func's output" % branch)
+    _branch_outputs(result, branch, "ndarray")
     return result
+
+
+def _branch_outputs(result, branch, kind):
+    """Flatten a branch's result: at least one array, all of the predicate's kind."""
+    flat, fmt = flatten(result, OP, "%s_func's output" % branch)
+    if not flat:
+        raise ControlFlowError("cond: %s_func returns no outputs; cond needs at least one" % branch)
+    for i, out in enumerate(flat):
+        if array_kind(out) != kind:
+            raise ControlFlowError("cond: %s_func's output %d is %s but pred is %s; use NDArrays "
+                                   "imperatively or Symbols inside hybrid_forward, not both"
+                                   % (branch, i, describe(out), "an NDArray" if kind == "ndarray"
+                                      else "a Symbol"))
+    return flat, fmt
 
 
 def _cond_symbol(pred, then_func, else_func):
@@ -48,7 +62,7 @@ def _cond_symbol(pred, then_func, else_func):
     branches = {}
     for branch, fn in (("then", then_func), ("else", else_func)):
         def trace_branch(_, fn=fn, branch=branch):
-            flat, fmt = flatten(fn(), OP, "%s_func's output" % branch)
+            flat, fmt = _branch_outputs(fn(), branch, "symbol")
             branches[branch] = (len(flat), fmt)
             return flat, []
         branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, "cond_" + branch)
@@ -57,11 +71,9 @@ def _cond_symbol(pred, then_func, else_func):
         raise ControlFlowError("cond: then_func returns %d outputs structured as %s but else_func "
                                "returns %d structured as %s; both branches must return the same structure"
                                % (then_count, format_text(then_fmt), else_count, format_text(else_fmt)))
-    if then_count == 0:
-        raise ControlFlowError("cond: the branches return no outputs; cond needs at least one")
     then_graph, else_graph = branches["then_graph"], branches["else_graph"]
     then_graph, else_graph = (
-        subgraph.with_zero_gradients_for(graph, _missing_inputs(graph, other))
+        subgraph.ensure_gradient_flow(graph, _missing_inputs(graph, other))
         for graph, other in ((then_graph, else_graph), (else_graph, then_graph)))
     inputs = subgraph.InputUnion()
     no_placeholders = {}

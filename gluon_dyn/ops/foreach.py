@@ -4,7 +4,7 @@ from mxnet import autograd
 
 from . import subgraph
 from .while_loop import while_loop
-from .steps import StepOutputs, check_states, flatten_traced_step
+from .steps import StepOutputs, check_states, flatten_traced_step, zeros
 from .structure import (ControlFlowError, check_callable, common_kind, flatten, regroup,
                         unpack_body_result)
 
@@ -60,7 +60,8 @@ def _foreach_ndarray(body, flat_data, data_fmt, flat_states, state_fmt):
         outputs.add(out, step)
         states = check_states(OP, "state", new_states, state_fmt, states, step)
     if length == 0:
-        zero_slices = [mx.nd.zeros(a.shape[1:], ctx=a.context, dtype=a.dtype) for a in flat_data]
+        # A row of 1-D data is an array of shape (1,), as `a[0]` gives.
+        zero_slices = [zeros(a.shape[1:] or (1,), a) for a in flat_data]
         with autograd.pause():
             example, _ = _call_body(body, zero_slices, data_fmt, states, state_fmt)
         return outputs.empty(example, 0), regroup(states, state_fmt)

@@ -1,7 +1,14 @@
 """Per-iteration bookkeeping shared by the imperative foreach and while_loop."""
 import mxnet as mx
+import numpy as np
 
 from .structure import ControlFlowError, dtype_name, flatten, regroup
+
+
+def zeros(shape, like):
+    """Zeros of `shape` with `like`'s dtype and context; zero-size shapes included
+    (`mx.nd.zeros` reads a 0 dimension as "unknown" outside numpy shape mode)."""
+    return mx.nd.array(np.zeros(shape, dtype=like.dtype), ctx=like.context, dtype=like.dtype)
 
 
 def format_text(fmt):
@@ -67,8 +74,7 @@ class StepOutputs:
             stacked = mx.nd.stack(*column)
             if rows is not None and rows > len(column):
                 first = column[0]
-                padding = mx.nd.zeros((rows - len(column),) + first.shape, ctx=first.context,
-                                      dtype=first.dtype)
+                padding = zeros((rows - len(column),) + first.shape, first)
                 stacked = mx.nd.concat(stacked, padding, dim=0)
             result.append(stacked)
         return regroup(result, self.fmt)
@@ -76,4 +82,4 @@ class StepOutputs:
     def empty(self, example_outputs, rows):
         """Outputs of a loop that ran no step, shaped like `example_outputs` (one step's worth)."""
         flat, fmt = flatten(example_outputs, self.op, "step output")
-        return regroup([mx.nd.zeros((rows,) + o.shape, ctx=o.context, dtype=o.dtype) for o in flat], fmt)
+        return regroup([zeros((rows,) + o.shape, o) for o in flat], fmt)

@@ -15,6 +15,7 @@ from mxnet.attribute import AttrScope
 from mxnet.base import SymbolHandle, _LIB, check_call
 
 from .. import native
+from .gradient_flow import gradient_dead_outputs
 
 _SCOPE_ATTR = "__subgraph_name__"
 _open_traces = threading.local()
@@ -99,13 +100,13 @@ def trace(fn, num_placeholders, name, keep_alive=None):
             stack.pop()
         leading, trailing = list(leading), list(trailing)
         used = set(mx.sym.Group(leading + trailing).list_inputs()) if leading + trailing else set()
-        unused = [p for p in placeholders if p.name not in used]
+        unused = [(i, p) for i, p in enumerate(placeholders) if p.name not in used]
         extra = []
         if keep_alive is not None:
             leading, trailing = keep_alive(unused, leading, trailing)
         else:
             extra = [0 * mx.sym.slice_axis(mx.sym.reshape(p, shape=(-1,)), axis=0, begin=0, end=1)
-                     for p in unused]
+                     for _, p in unused]
         graph = mx.sym.Group(_own_outputs(leading + extra + trailing))
     cut_by_name = {s.list_outputs()[0]: s for s in _symbol_list(_LIB.MXSymbolCutSubgraph, graph)}
     free_by_name = {s.name: s for s in _symbol_list(_LIB.MXSymbolGetInputSymbols, graph)}
@@ -123,7 +124,8 @@ def trace(fn, num_placeholders, name, keep_alive=None):
             # A variable of the enclosing graph (a parameter or a block input): the
             # subgraph keeps its own node, so the outer graph gets a copy.
             sources.append(copy.deepcopy(free_by_name[input_name]))
-    return Subgraph(graph, input_names, sources, len(extra), trace_state["dynamic_shapes"])
+    return ensure_gradient_flow(Subgraph(graph, input_names, sources, len(extra),
+                                         trace_state["dynamic_shapes"]))
 
 
 def _own_outputs(outputs):
@@ -166,19 +168,28 @@ class InputUnion:
         return locs
 
 
-def with_zero_gradients_for(sub, extra_inputs):
-    """`sub` reading `extra_inputs` (name, outer Symbol) too, each with a zero gradient.
+def ensure_gradient_flow(sub, extra_inputs=()):
+    """`sub` rewritten so that MXNet's backward can run it.
 
-    MXNet's `_cond` backward runs only the branch taken and leaves the gradient of
-    an input only the other branch reads unwritten (a stale value from an earlier
-    step). Giving each branch every input of the node, tied to its first output,
-    makes the taken branch write zeros there.
+    Outputs whose gradient would not be consumed (gradient_flow.py) are passed
+    through `gluon_dyn_grad_tie` with an input as anchor. `extra_inputs` (name,
+    outer Symbol) become inputs of `sub` with a zero gradient: MXNet's `_cond`
+    backward runs only the branch taken and leaves the gradient of an input only
+    the other branch reads unwritten (a stale value from an earlier step), so each
+    branch is given every input of the node.
     """
-    if not extra_inputs:
-        return sub
     outputs = list(sub.graph)
-    anchors = [mx.sym.var(name) for name, _ in extra_inputs]
-    outputs[0] = native.grad_tie(mx.sym, [outputs[0]], anchors)[0]
+    tied = gradient_dead_outputs(sub.graph)
+    if extra_inputs and not tied:
+        tied = [0]
+    if not tied:
+        return sub
+    # New inputs get new variables; an existing input is referenced by its own node
+    # (a second variable of the same name would be a second input).
+    anchors = [mx.sym.var(name) for name, _ in extra_inputs] or \
+        [sub.graph.get_internals()[name] for name in sub.input_names[:1]]
+    for position, out in zip(tied, native.grad_tie(mx.sym, [outputs[i] for i in tied], anchors)):
+        outputs[position] = out
     graph = mx.sym.Group(outputs)
     source_by_name = dict(zip(sub.input_names, sub.sources))
     source_by_name.update(extra_inputs)

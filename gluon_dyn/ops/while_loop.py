@@ -4,7 +4,6 @@ from mxnet import autograd
 
 from .. import native
 from . import subgraph
-from .cond import cond as branch_on
 from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe, flatten,
                         regroup, unpack_body_result)
@@ -83,30 +82,11 @@ def _call_func(func, flat_vars, var_fmt):
     return out, [new_vars] if array_kind(new_vars) is not None else new_vars
 
 
-def _differentiable_predicate(pred, counter):
-    """The predicate as float32, plus zero times the counter.
-
-    MXNet's loop backward expects every subgraph output's gradient to be consumed
-    on a path to an input (cached_op.cc: "in_attrs->size() == bwd_input_eid.size()");
-    a comparison's gradient is not, the counter's is.
-    """
-    return mx.sym.broadcast_add(mx.sym.cast(pred, dtype="float32"), 0 * counter)
-
-
-def _zero_padding_rows(outputs, steps_run, max_iterations):
-    # Rows past the last step are uninitialised memory in MXNet's output: select
-    # zeros there (a product with a mask would turn NaN garbage into NaN).
-    ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), steps_run)
-    return [mx.sym.where(ran, out, mx.sym.zeros_like(out)) for out in outputs]
-
-
-def _zero_rows_like_one_step(func, flat_vars, var_fmt, max_iterations):
-    # After zero steps MXNet's outputs have no meaningful shape; one step's worth
-    # of func on the initial values gives it (run only in that case).
-    out, _ = _call_func(func, flat_vars, var_fmt)
-    flat_out, _ = flatten(out, OP, "func's step output")
-    return [mx.sym.zeros_like(mx.sym.broadcast_axis(mx.sym.expand_dims(o, axis=0), axis=0,
-                                                    size=max_iterations)) for o in flat_out]
+def _select(flag, new, old):
+    """`new` where the one-element `flag` is nonzero, else `old` (any shapes, any dtype)."""
+    flat_old = mx.sym.reshape(old, shape=(-1,))
+    mask = mx.sym.broadcast_like(flag, flat_old)
+    return mx.sym.reshape_like(mx.sym.where(mask, mx.sym.reshape(new, shape=(-1,)), flat_old), old)
 
 
 def _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations):
@@ -138,34 +118,55 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
             raise ControlFlowError("while_loop: cond must return a Symbol, got %s" % describe(pred))
         return pred
 
-    # The predicate is carried as an extra loop variable and recomputed at the end of
-    # each step, inside func's graph: MXNet 1.9.1's _while_loop crashes in backward
-    # when its cond graph reads arrays from outside the loop (apache/mxnet#18575), so
-    # its cond graph here reads nothing but that variable. A step counter is carried
-    # too, to zero the padding rows and to keep unused loop variables in the graph.
+    # Carried besides the loop variables, at fixed positions after them:
+    #  - the predicate, recomputed at the end of each step inside func's graph:
+    #    MXNet 1.9.1's _while_loop crashes in backward when its cond graph reads
+    #    arrays from outside the loop (apache/mxnet#18575), so its cond graph here
+    #    reads nothing but carried values;
+    #  - a step counter, to zero the padding rows and keep unused variables alive;
+    #  - a first-step flag: after zero steps MXNet's per-step outputs have no shape
+    #    and its backward fails, so with per-step outputs the loop always runs one
+    #    step, which leaves everything unchanged when the predicate was false.
+    PRED, COUNT, FIRST = num_vars, num_vars + 1, num_vars + 2
     traced = {}
 
     def trace_func(placeholders):
-        vars_, counter = placeholders[:num_vars], placeholders[num_vars + 1]
+        vars_, taken = placeholders[:num_vars], placeholders[PRED]
         out, new_vars = _call_func(func, vars_, var_fmt)
         flat_out, traced["out_fmt"], flat_new = flatten_traced_step(OP, out, new_vars, var_fmt,
                                                                     "loop_vars")
         traced["num_out"] = len(flat_out)
-        new_counter = counter + 1
-        return flat_out, flat_new + [_differentiable_predicate(predicate(flat_new), new_counter),
-                                     new_counter]
+        step = mx.sym.ones((1,))
+        if flat_out:
+            flat_new = [_select(taken, new, old) for new, old in zip(flat_new, vars_)]
+            flat_out = [_select(taken, o, mx.sym.zeros_like(o)) for o in flat_out]
+            step = taken
+        carried = [mx.sym.cast(predicate(flat_new), dtype="float32"), placeholders[COUNT] + step]
+        if flat_out:
+            carried.append(0 * placeholders[FIRST])
+        return flat_out, flat_new + carried
 
     def count_unused(unused, leading, trailing):
         # Keep loop variables func ignores in its graph through the counter rather
         # than as per-step outputs, which would be padded to max_iterations rows.
-        counter = trailing[-1]
-        for placeholder in unused:
+        # Without per-step outputs the first-step flag is not carried at all.
+        position = num_vars + 1
+        counter = trailing[position]
+        for index, placeholder in unused:
+            if index == FIRST and not traced["num_out"]:
+                continue
             size = mx.sym.cast(mx.sym.sum(mx.sym.shape_array(placeholder)), dtype="float32")
             counter = counter + 0 * size
-        return leading, trailing[:-1] + [counter]
+        return leading, trailing[:position] + [counter] + trailing[position + 1:]
 
-    func_graph = subgraph.trace(trace_func, num_vars + 2, "while_loop_func", keep_alive=count_unused)
-    cond_graph = subgraph.trace(lambda ph: ([ph[0]], []), 1, "while_loop_cond")
+    func_graph = subgraph.trace(trace_func, num_vars + 3, "while_loop_func", keep_alive=count_unused)
+    num_out = traced["num_out"]
+    num_own = num_vars + (3 if num_out else 2)
+    if num_out:
+        cond_graph = subgraph.trace(lambda ph: ([mx.sym.broadcast_maximum(ph[0], ph[1])], []), 2,
+                                    "while_loop_cond")
+    else:
+        cond_graph = subgraph.trace(lambda ph: ([ph[0]], []), 1, "while_loop_cond")
 
     # Everything func reads from outside the loop (parameters, closure arrays) is
     # carried as an unchanged loop variable: MXNet's backward leaves the gradient of
@@ -173,11 +174,11 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
     outer = func_graph.outer_inputs()
     variables = func_graph.graph.get_internals()
     body = mx.sym.Group(list(func_graph.graph) + [mx.sym.identity(variables[name]) for name, _ in outer])
-    num_carried = num_vars + 2 + len(outer)
-    var_locs = [func_graph.placeholder_position(i) for i in range(num_vars + 2)] + \
+    num_carried = num_own + len(outer)
+    var_locs = [func_graph.placeholder_position(i) for i in range(num_own)] + \
         [func_graph.input_names.index(name) for name, _ in outer]
-    initial = flat_vars + [mx.sym.cast(predicate(flat_vars), dtype="float32"), mx.sym.zeros((1,))] + \
-        [source for _, source in outer]
+    initial = flat_vars + [mx.sym.cast(predicate(flat_vars), dtype="float32"), mx.sym.zeros((1,)),
+                           mx.sym.ones((1,))][:num_own - num_vars] + [source for _, source in outer]
     # MXNet's _while_loop backward also leaves a loop variable's per-step gradients
     # uninitialised when that variable's own gradient is not requested, corrupting
     # the gradients of the others. Tying all initial values together makes MXNet
@@ -186,18 +187,18 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
     func_locs = [0] * len(var_locs)
     for carried, position in enumerate(var_locs):
         func_locs[position] = carried
-    num_out = traced["num_out"]
     subgraph.note_dynamic_shape_node()
     node = mx.sym._internal._while_loop(
         cond_graph.graph, body, *initial,
         max_iterations=max_iterations, num_out_data=num_out, num_outputs=num_out + num_carried,
-        cond_input_locs=[num_vars], func_input_locs=func_locs, func_var_locs=var_locs)
-    steps_run = node[num_out + num_vars + 1]
-    stacked = [node[i] for i in range(num_out)]
-    outputs = stacked
-    if stacked:
-        outputs = branch_on(steps_run > 0,
-                            lambda: _zero_padding_rows(stacked, steps_run, max_iterations),
-                            lambda: _zero_rows_like_one_step(func, flat_vars, var_fmt, max_iterations))
+        cond_input_locs=[PRED, FIRST][:1 + bool(num_out)], func_input_locs=func_locs,
+        func_var_locs=var_locs)
+    # Rows past the last step are uninitialised memory in MXNet's output: select
+    # zeros there (a product with a mask would turn NaN garbage into NaN).
+    # (The reshape states the counter's shape: _while_loop's outputs have none until
+    # it runs, which static_shape=True graphs cannot plan around.)
+    steps_run = mx.sym.reshape(node[num_out + COUNT], shape=(1,))
+    ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), steps_run)
+    outputs = [mx.sym.where(ran, node[i], mx.sym.zeros_like(node[i])) for i in range(num_out)]
     final = [node[num_out + i] for i in range(num_vars)]
     return regroup(outputs, traced["out_fmt"]), final
