@@ -6,6 +6,7 @@ operators available as `gluon_dyn.ops.cond`, `foreach` and `while_loop`.
 from . import native
 from . import ops
 from . import export
+from . import block_checks
 from .ops import cond, foreach, while_loop, ControlFlowError
 
 __version__ = "0.1.0"

@@ -3,15 +3,18 @@
 `gluon_dyn_grad_tie` nodes exist only to make MXNet request gradients during
 training (see ops/while_loop.py); they compute the identity. Export removes them,
 inside nested control-flow subgraphs too, so an exported model needs neither
-gluon_dyn nor its C++ library. `HybridBlock.export` is wrapped to do this.
+gluon_dyn nor its C++ library; gluon_dyn's own node attributes (source lines)
+are dropped as well. `HybridBlock.export` is wrapped to do this.
 """
 import functools
 import json
 
-import mxnet as mx
 from mxnet import gluon
 
+from .graph_json import load_symbol
+
 TRAINING_ONLY_OPS = ("gluon_dyn_grad_tie",)
+_OWN_ATTR = "__gluon_dyn"
 
 
 def strip_training_ops(graph):
@@ -21,8 +24,6 @@ def strip_training_ops(graph):
     """
     nodes = graph["nodes"]
     removed = {nid for nid, node in enumerate(nodes) if node["op"] in TRAINING_ONLY_OPS}
-    if not removed and not any("subgraphs" in node for node in nodes):
-        return graph
 
     def resolve(entry):
         nid, index = entry[0], entry[1]
@@ -44,6 +45,9 @@ def strip_training_ops(graph):
     for nid in kept:
         node = dict(nodes[nid])
         node["inputs"] = [renumber(e) for e in node["inputs"]]
+        if "attrs" in node:
+            # gluon_dyn's own annotations (e.g. the source line of a cond) stay home.
+            node["attrs"] = {k: v for k, v in node["attrs"].items() if not k.startswith(_OWN_ATTR)}
         if "subgraphs" in node:
             _strip_subgraphs(node)
         new_nodes.append(node)
@@ -70,7 +74,7 @@ def _strip_subgraphs(node):
     stripped = []
     for index, sub in enumerate(node["subgraphs"]):
         new_sub = strip_training_ops(sub)
-        if index in locs_attrs and new_sub is not sub:
+        if index in locs_attrs:
             before, after = _input_names(sub), _input_names(new_sub)
             locs = json.loads(node["attrs"][locs_attrs[index]])
             kept = [locs[before.index(name)] for name in after]
@@ -80,9 +84,7 @@ def _strip_subgraphs(node):
 
 
 def _input_names(graph):
-    # Subgraphs carry no version stamp; without one MXNet logs an "upgrade" per load.
-    stamped = dict(graph, attrs={"mxnet_version": ["int", 10901]})  # 1.9.1
-    return mx.sym.load_json(json.dumps(stamped)).list_inputs()
+    return load_symbol(graph).list_inputs()
 
 
 def _num_outputs(graph, nid):
@@ -92,10 +94,8 @@ def _num_outputs(graph, nid):
 def strip_symbol_file(path):
     with open(path) as f:
         graph = json.load(f)
-    stripped = strip_training_ops(graph)
-    if stripped is not graph:
-        with open(path, "w") as f:
-            json.dump(stripped, f, indent=2)
+    with open(path, "w") as f:
+        json.dump(strip_training_ops(graph), f, indent=2)
 
 
 def _export_without_training_ops(export):

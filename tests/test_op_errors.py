@@ -267,3 +267,26 @@ def test_symbolic_foreach_with_step_outputs_and_cond_inside_names_the_workaround
     with pytest.raises(ControlFlowError, match=r"foreach: on Symbols, a body that returns per-step "
                                                r"outputs cannot contain cond or while_loop.*states"):
         hybrid_call(fn, XS, X)
+
+
+def test_symbolic_branches_with_different_output_shapes_name_output_and_line():
+    def fn(block, F, p, x):
+        return cond(p, lambda: x * 2, lambda: F.sum(x, axis=0))
+
+    with pytest.raises(ControlFlowError, match=r"cond at .*test_op_errors.py:\d+: output 0 is shape "
+                                               r"\(2, 3\) float32 in then_func but shape \(3,\) "
+                                               r"float32 in else_func"):
+        hybrid_call(fn, nd([1]), mx.nd.ones((2, 3)))
+
+
+def test_symbolic_branches_with_different_dtypes_inside_a_loop_body():
+    def fn(block, F, x, h):
+        def body(row, states):
+            new = cond(F.sum(row) > 0, lambda: states[0] + row,
+                       lambda: F.cast(states[0], dtype="float64"))
+            return [], [new]
+        return foreach(body, x, [h])[1][0]
+
+    with pytest.raises(ControlFlowError, match=r"output 0 is shape \(2, 3\) float32 in then_func "
+                                               r"but shape \(2, 3\) float64 in else_func"):
+        hybrid_call(fn, mx.nd.ones((4, 2, 3)), mx.nd.ones((2, 3)))

@@ -1,7 +1,10 @@
 """cond: choose between two computations on a scalar tensor predicate."""
+import sys
+
 import mxnet as mx
 
 from . import subgraph
+from .check import SOURCE_ATTR
 from .steps import format_text
 from .structure import ControlFlowError, array_kind, check_callable, describe, flatten, regroup
 
@@ -29,7 +32,9 @@ def cond(pred, then_func, else_func):
     if kind == "ndarray":
         return _cond_ndarray(pred, then_func, else_func)
     if kind == "symbol":
-        return _cond_symbol(pred, then_func, else_func)
+        caller = sys._getframe(1)
+        return _cond_symbol(pred, then_func, else_func,
+                            "%s:%d" % (caller.f_code.co_filename, caller.f_lineno))
     raise ControlFlowError("cond: pred must be an NDArray or a Symbol holding one element, got %s; "
                            "for a Python value use a Python `if`" % describe(pred))
 
@@ -57,7 +62,7 @@ def _branch_outputs(result, branch, kind):
     return flat, fmt
 
 
-def _cond_symbol(pred, then_func, else_func):
+def _cond_symbol(pred, then_func, else_func, source):
     predicate = subgraph.trace(lambda _: ([pred], []), 0, "cond_pred")
     branches = {}
     for branch, fn in (("then", then_func), ("else", else_func)):
@@ -82,7 +87,7 @@ def _cond_symbol(pred, then_func, else_func):
     node = mx.sym._internal._cond(
         predicate.graph, then_graph.graph, else_graph.graph, *inputs.symbols,
         cond_input_locs=locations[0], then_input_locs=locations[1], else_input_locs=locations[2],
-        num_outputs=then_count)
+        num_outputs=then_count, attr={SOURCE_ATTR: source})
     return regroup([node[i] for i in range(then_count)], then_fmt)
 
 

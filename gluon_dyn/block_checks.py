@@ -1,0 +1,35 @@
+"""Checks run once when a hybridized Gluon block builds its cached graph.
+
+At that point the input shapes are known for the first time; see
+ops/check.py for what is checked and why.
+"""
+import functools
+
+from mxnet import gluon
+from mxnet.gluon.block import _flatten
+
+from .ops.check import check_cond_branches
+
+
+def _check_after_build(build_cache):
+    @functools.wraps(build_cache)
+    def wrapper(self, *args):
+        build_cache(self, *args)
+        data, out = self._cached_graph
+        if '"_cond"' not in out.tojson():
+            return
+        flat_args, _ = _flatten(args, "input")
+        shapes, dtypes = {}, {}
+        for symbol, array in zip(data, flat_args):
+            if array is not None:
+                shapes[symbol.name], dtypes[symbol.name] = array.shape, array.dtype
+        for name, param in self.collect_params().items():
+            if param.shape and all(param.shape):
+                shapes[name], dtypes[name] = param.shape, param.dtype
+        check_cond_branches(out, shapes, dtypes)
+    wrapper.gluon_dyn_wrapped = True
+    return wrapper
+
+
+if not getattr(gluon.HybridBlock._build_cache, "gluon_dyn_wrapped", False):
+    gluon.HybridBlock._build_cache = _check_after_build(gluon.HybridBlock._build_cache)
