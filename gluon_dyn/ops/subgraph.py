@@ -40,7 +40,8 @@ def _symbol_list(c_api_function, graph):
 
 def _unique_scope_name(base):
     """A subgraph name unique in this process, prefixed by the enclosing subgraph's."""
-    parent = AttrScope.current._attr.get(_SCOPE_ATTR, "")
+    scope = getattr(AttrScope._current, "value", None)  # unset in a thread that never entered one
+    parent = scope._attr.get(_SCOPE_ATTR, "") if scope is not None else ""
     if parent:
         base = parent + "$" + base
     AttrScope._subgraph_names[base] += 1
