@@ -1,0 +1,4 @@
+"""Converting imperative Python control flow in Gluon blocks into graph operators."""
+from .transpiler import convert, converted_source
+
+__all__ = ["convert", "converted_source"]

@@ -1,0 +1,192 @@
+"""`if`, `while` and `for` in converted code: graph operators for tensors, Python otherwise.
+
+malt turns each statement into a call with closures for the blocks and a pair of
+get_state/set_state functions over the variables the statement changes and that
+are live after it (from its liveness analysis). When the predicate or the
+iterable is a Symbol, the blocks are traced into gluon_dyn.ops.cond/while_loop;
+otherwise the statement runs as Python, exactly as written.
+"""
+import mxnet as mx
+from malt.operators import control_flow as python_statements
+from malt.operators.variables import Undefined
+
+from ... import ops
+from ...ops import ControlFlowError
+from ..origin import caller_location
+
+# A graph loop written as a Python `while` has no bound; with no per-step outputs
+# gluon_dyn's while_loop allocates nothing for max_iterations, so it is only a bound.
+UNBOUNDED = 2 ** 31 - 1
+
+
+def is_symbol(value):
+    return isinstance(value, mx.sym.Symbol)
+
+
+def _same_python_value(a, b):
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001 - values without a usable == are not the same
+        return False
+
+
+def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
+    if not is_symbol(cond):
+        return python_statements.if_stmt(cond, body, orelse, get_state, set_state, symbol_names,
+                                         nouts)
+    where = caller_location()
+    initial = get_state()
+
+    def run(block):
+        set_state(initial)
+        block()
+        return get_state()[:nouts]
+
+    # A first pass over both branches tells which outputs are tensors (chosen by
+    # the graph) and which are Python values the branches must agree on.
+    then_values, else_values = run(body), run(orelse)
+    staged = [i for i in range(nouts)
+              if _output_kind(where, symbol_names[i], then_values[i], else_values[i]) == "tensor"]
+    if not staged:
+        raise ControlFlowError(
+            "%s: this `if` tests a tensor but its branches change no tensor that is used later; "
+            "a graph cannot make Python side effects conditional on a tensor" % where)
+
+    def branch(block):
+        def traced():
+            values = run(block)
+            return [values[i] for i in staged]
+        return traced
+
+    chosen = ops.cond(cond, branch(body), branch(orelse))
+    final = list(then_values) + list(initial[nouts:])
+    for position, value in zip(staged, chosen):
+        final[position] = value
+    set_state(tuple(final))
+
+
+def _output_kind(where, name, then_value, else_value):
+    for value, branch, other in ((then_value, "else", "then"), (else_value, "then", "else")):
+        if isinstance(value, Undefined):
+            raise ControlFlowError(
+                "%s: `%s` is assigned only in the %s branch of this `if` on a tensor, and read after "
+                "it; assign it in the %s branch too, or before the `if`" % (where, name, branch, other))
+    tensors = is_symbol(then_value), is_symbol(else_value)
+    if all(tensors):
+        return "tensor"
+    if any(tensors):
+        raise ControlFlowError("%s: `%s` is a tensor in one branch of this `if` on a tensor and a "
+                               "Python value in the other" % (where, name))
+    if not _same_python_value(then_value, else_value):
+        raise ControlFlowError("%s: `%s` gets different Python values (%r and %r) in the branches of "
+                               "this `if` on a tensor; a graph can only choose between tensors"
+                               % (where, name, then_value, else_value))
+    return "python"
+
+
+def if_exp(cond, if_true, if_false, expr_repr):
+    if not is_symbol(cond):
+        return if_true() if cond else if_false()
+    return ops.cond(cond, if_true, if_false)
+
+
+def while_stmt(test, body, get_state, set_state, symbol_names, opts):
+    # The loop runs as Python until its test is a tensor; from there on it is a
+    # graph loop over the state it has reached.
+    while True:
+        result = test()
+        if is_symbol(result):
+            return _staged_loop(caller_location(), lambda: test(), body, get_state, set_state,
+                                symbol_names)
+        if not result:
+            return
+        body()
+
+
+def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
+    if not is_symbol(iter_):
+        return python_statements.for_stmt(iter_, extra_test, body, get_state, set_state,
+                                          symbol_names, opts)
+    where = caller_location()
+    # Iterating a tensor visits its rows along axis 0: a loop over an index that
+    # also honours `break` (malt's extra_test).
+    length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(iter_), axis=0, begin=0, end=1),
+                         dtype="float32")
+    index = [mx.sym.zeros((1,))]
+
+    def get_indexed_state():
+        return (index[0],) + tuple(get_state())
+
+    def set_indexed_state(values):
+        index[0] = values[0]
+        set_state(tuple(values[1:]))
+
+    def test():
+        more = mx.sym.broadcast_lesser(index[0], length)
+        if extra_test is None:
+            return more
+        extra = extra_test()
+        return mx.sym.broadcast_logical_and(more, extra) if is_symbol(extra) else (more if extra else
+                                                                                    more * 0)
+
+    def indexed_body():
+        row = mx.sym.squeeze(mx.sym.take(iter_, index[0], axis=0), axis=0)
+        body(row)
+        index[0] = index[0] + 1
+
+    _staged_loop(where, test, indexed_body, get_indexed_state, set_indexed_state,
+                 ("<row index>",) + tuple(symbol_names))
+
+
+def _staged_loop(where, test, body, get_state, set_state, symbol_names):
+    initial = list(get_state())
+    # One pass of the body shows which variables it changes: tensors are carried by
+    # the graph loop, Python numbers it changes become tensors, other Python values
+    # must stay as they are.
+    body()
+    after = list(get_state())
+    set_state(tuple(initial))
+    carried = []
+    for i, (before, now) in enumerate(zip(initial, after)):
+        name = symbol_names[i]
+        if isinstance(before, Undefined):
+            if is_symbol(now):
+                raise ControlFlowError("%s: `%s` is assigned in this loop on a tensor but not before "
+                                       "it, so its value after zero iterations is undefined; give it "
+                                       "an initial value before the loop" % (where, name))
+            continue
+        if is_symbol(before) or is_symbol(now):
+            carried.append(i)
+        elif not _same_python_value(before, now):
+            if not isinstance(before, (int, float, bool)):
+                raise ControlFlowError("%s: the loop on a tensor changes the Python value `%s` (%r to "
+                                       "%r); a graph loop can only carry tensors and numbers"
+                                       % (where, name, before, now))
+            initial[i] = mx.sym.full(shape=(1,), val=float(before))
+            carried.append(i)
+
+    def with_carried(values):
+        state = list(initial)
+        for position, value in zip(carried, values):
+            state[position] = value
+        return tuple(state)
+
+    def loop_test(*values):
+        set_state(with_carried(values))
+        return test()
+
+    def loop_body(*values):
+        set_state(with_carried(values))
+        body()
+        state = get_state()
+        for i in range(len(state)):
+            if i not in carried and not _same_python_value(state[i], initial[i]):
+                raise ControlFlowError("%s: the loop on a tensor changes the Python value `%s`"
+                                       % (where, symbol_names[i]))
+        return [], [state[i] for i in carried]
+
+    _, final = ops.while_loop(loop_test, loop_body, [initial[i] for i in carried],
+                              max_iterations=UNBOUNDED)
+    set_state(with_carried(final))
