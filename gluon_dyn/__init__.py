@@ -7,6 +7,7 @@ from . import native
 from . import ops
 from . import export
 from . import block_checks
+from . import hybridize
 from .ops import cond, foreach, while_loop, ControlFlowError
 
 __version__ = "0.1.0"

@@ -122,7 +122,7 @@ class UnreadOneSided(gluon.HybridBlock):
         y = x
         if F.sum(x) > 0:
             y = x * 2
-            scratch = x * 3  # assigned on one branch only, but never read afterwards
+            scratch = x * 3  # noqa: F841 - assigned on one branch only, never read afterwards
         return y
 
 

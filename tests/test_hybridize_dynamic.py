@@ -1,0 +1,109 @@
+"""hybridize(dynamic=True) on HybridBlocks: converted control flow, Python values never frozen."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_dyn
+from conftest import nd
+
+
+class Gated(gluon.HybridBlock):
+    """Python predicates (a flag, the training mode) around a tensor predicate."""
+
+    def __init__(self):
+        super().__init__()
+        self.use_gate = True
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(2, in_units=2)
+
+    def hybrid_forward(self, F, x):
+        y = self.dense(x)
+        if self.use_gate:
+            if F.sum(y) > 0:
+                y = y * 2
+            else:
+                y = -y
+        if autograd.is_training():
+            y = y * 0.5
+        return y
+
+
+def reference(block, x):
+    """The same computation written out by hand with NDArrays."""
+    y = block.dense(x)
+    if block.use_gate:
+        y = y * 2 if y.sum().asscalar() > 0 else -y
+    if autograd.is_training():
+        y = y * 0.5
+    return y
+
+
+def paired(cls):
+    mx.random.seed(0)
+    dynamic = cls()
+    dynamic.initialize()
+    dynamic.hybridize(dynamic=True)
+    return dynamic
+
+
+@pytest.mark.parametrize("data", [[[1.0, 2.0]], [[-3.0, 1.0]]])
+def test_flag_and_training_mode_switching_between_calls(data):
+    block = paired(Gated)
+    x = nd(data)
+    for use_gate, training in [(True, False), (False, False), (True, True), (False, True),
+                               (True, False)]:
+        block.use_gate = use_gate
+        with autograd.record(train_mode=training):
+            got = block(x)
+            expected = reference(block, x)
+        np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6)
+    report = gluon_dyn.hybridize.report(block)
+    assert report["cached_graphs"] == report["traces"] == 4  # one graph per combination, reused
+    assert report["fallback"] is None
+    assert report["converted"] == ["Gated.hybrid_forward"]
+
+
+def test_plain_hybridize_keeps_mxnet_behaviour():
+    """Without dynamic=True, MXNet traces once and the Python `if` stays frozen (#16932)."""
+    block = Gated()
+    block.initialize()
+    block.hybridize()
+    x = nd([[1.0, 2.0]])
+    with pytest.raises(mx.base.NotImplementedForSymbol):
+        block(x)  # a Python `if` on a Symbol is an error in plain hybridize
+    block.hybridize(False)
+    frozen = Gated()
+    frozen.initialize()
+    frozen.use_gate = False
+    frozen.hybridize()
+    first = frozen(x).asnumpy()
+    frozen.use_gate = True   # plain hybridize keeps the graph traced with use_gate=False
+    np.testing.assert_allclose(frozen(x).asnumpy(), first)
+
+
+class Counting(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def hybrid_forward(self, F, x):
+        self.calls += 1
+        return x * 2
+
+
+def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
+    block = Counting()
+    block.initialize()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
+    assert block.calls == 3
+    messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
+    assert messages == ["gluon_dyn: Counting runs imperatively: the forward changes Python "
+                        "attribute calls while it runs"]
+    assert "calls" in gluon_dyn.hybridize.report(block)["fallback"]
