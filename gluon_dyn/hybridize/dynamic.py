@@ -142,8 +142,24 @@ def _hybridize_with_dynamic(hybridize):
     return wrapper
 
 
+def _block_hybridize_with_dynamic(hybridize):
+    @functools.wraps(hybridize)
+    def wrapper(self, active=True, dynamic=False, **kwargs):
+        from .block_runner import BlockRunner  # it builds on this module
+        if dynamic and active:
+            self.forward = BlockRunner(self)
+        elif isinstance(vars(self).get("forward"), BlockRunner):
+            del self.forward
+        return hybridize(self, active, **kwargs)
+    wrapper.gluon_dyn_wrapped = True
+    return wrapper
+
+
 def report(block):
     """What `hybridize(dynamic=True)` did with `block`: converted functions, graphs, fallback."""
+    runner = vars(block).get("forward")
+    if hasattr(runner, "report"):
+        return runner.report()
     state = getattr(block, "_gluon_dyn", None)
     if state is None:
         raise ValueError("%s was not hybridized with dynamic=True" % type(block).__name__)
@@ -151,5 +167,6 @@ def report(block):
 
 
 if not getattr(gluon.HybridBlock.hybridize, "gluon_dyn_wrapped", False):
+    gluon.Block.hybridize = _block_hybridize_with_dynamic(gluon.Block.hybridize)
     gluon.HybridBlock.hybridize = _hybridize_with_dynamic(gluon.HybridBlock.hybridize)
     gluon.HybridBlock._call_cached_op = _call_cached_op_with_guards(gluon.HybridBlock._call_cached_op)

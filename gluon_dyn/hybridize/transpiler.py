@@ -15,7 +15,7 @@ from malt.core import config
 from malt.impl import api
 
 from . import operators, origin
-from .converters import augmented_assignment
+from .converters import augmented_assignment, subscripts
 
 
 class Transpiler(api.PyToPy):
@@ -23,7 +23,13 @@ class Transpiler(api.PyToPy):
 
     def transform_ast(self, node, ctx):
         node = super().transform_ast(node, ctx)
-        return augmented_assignment.transform(node, ctx)
+        node = augmented_assignment.transform(node, ctx)
+        return subscripts.transform(node, ctx)
+
+    def get_extra_locals(self):
+        extra = super().get_extra_locals()
+        extra["ag__"].converted_call = operators.calls.converted_call
+        return extra
 
     def transform(self, obj, user_context):
         transformed, module, source_map = super().transform(obj, user_context)

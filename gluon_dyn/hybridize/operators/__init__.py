@@ -1,12 +1,15 @@
 """gluon_dyn's versions of the malt runtime operators that converted code calls."""
 import malt.operators
 
+from . import calls
 from .assignment import augmented_assign
 from .control_flow import for_stmt, if_exp, if_stmt, while_stmt
 from .logical import and_, not_, or_
+from .subscripts import get_item
 
 OVERRIDES = {"if_stmt": if_stmt, "while_stmt": while_stmt, "for_stmt": for_stmt, "if_exp": if_exp,
-             "and_": and_, "or_": or_, "not_": not_, "augmented_assign": augmented_assign}
+             "and_": and_, "or_": or_, "not_": not_, "augmented_assign": augmented_assign,
+             "get_item": get_item}
 
 
 def install():

@@ -1,0 +1,246 @@
+"""`Block.hybridize(dynamic=True)`: a plain Block's imperative forward, run as cached graphs.
+
+The block's `forward` (and those of its plain child Blocks) is converted, then
+traced on Symbols once per key: the training mode, the Python attributes of the
+block tree (see dynamic.python_state) and the shapes and dtypes of the inputs.
+NDArrays kept on the blocks (say `self.state`) are graph inputs, and those the
+forward assigns become extra graph outputs, written back only after the whole
+graph has run. Anything a graph cannot replay (host reads such as `.asscalar()`,
+`print`, Python state changed while running, Python objects as arguments) makes
+that forward run as Python, with one warning naming the cause.
+"""
+import collections
+import warnings
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from . import tracing
+from .dynamic import MAX_GRAPHS, python_state
+from .transpiler import convert
+
+_SIMPLE_ARGS = (bool, int, float, str, type(None))
+
+
+class TracedGraph:
+    """One cached graph and how to feed it and read it back."""
+
+    def __init__(self, cached_op, input_sources, num_outputs, out_format, state_paths):
+        self.cached_op = cached_op
+        self.input_sources = input_sources  # per graph input: ("arg", i) / ("state", path) / ("param", p) / ("captured", array)
+        self.num_outputs = num_outputs
+        self.out_format = out_format
+        self.state_paths = state_paths      # attributes written back from the trailing outputs
+
+
+class BlockRunner:
+    """Replaces `forward` on a Block hybridized with dynamic=True."""
+
+    def __init__(self, block):
+        self.block = block
+        self.forward = convert(type(block).forward).__get__(block)
+        self.graphs = collections.OrderedDict()
+        self.traces = 0
+        self.fallback = None
+        self.converted = ["%s.forward" % type(block).__name__]
+        for child in _plain_children(block):
+            child.forward = convert(type(child).forward).__get__(child)
+            self.converted.append("%s.forward" % type(child).__name__)
+
+    def __call__(self, *args):
+        if self.fallback is not None:
+            return self.forward(*args)
+        if not all(isinstance(a, (mx.nd.NDArray,) + _SIMPLE_ARGS) for a in args):
+            return self._fall_back("an argument is a Python object (%s); graphs are keyed by "
+                                   "array shapes and simple values" % _first_object(args), args)
+        key = (autograd.is_training(), python_state(self.block),
+               tuple((a.shape, a.dtype) if isinstance(a, mx.nd.NDArray) else a for a in args))
+        graph = self.graphs.get(key)
+        if graph is None:
+            try:
+                graph = self._trace(args)
+            except (tracing.FallbackRequired, AttributeError, TypeError,
+                    mx.base.NotImplementedForSymbol) as error:
+                return self._fall_back(str(error), args)
+            self.graphs[key] = graph
+            while len(self.graphs) > MAX_GRAPHS:
+                self.graphs.popitem(last=False)
+        return self._run(graph, args)
+
+    def _fall_back(self, reason, args):
+        self.fallback = reason
+        warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
+                                                                        reason), stacklevel=3)
+        return self.forward(*args)
+
+    def _trace(self, args):
+        self.traces += 1
+        prefix = self.block.prefix.rstrip("_") or "block"
+        sources, shapes, symbols = {}, {}, []
+        for i, arg in enumerate(args):
+            if isinstance(arg, mx.nd.NDArray):
+                name = "%s_data%d" % (prefix, i)
+                sources[name], shapes[name] = ("arg", i), arg.shape
+                symbols.append(mx.sym.var(name))
+            else:
+                symbols.append(arg)
+        saved = _public_attributes(self.block)
+        states = tensor_attributes(self.block)
+        for path, (owner, attr, value) in states.items():
+            variables = []
+            for j, array in enumerate(_as_list(value)):
+                name = "%s_state_%s_%d" % (prefix, path.replace(".", "_"), j)
+                sources[name], shapes[name] = ("state", (path, j)), array.shape
+                variables.append(mx.sym.var(name))
+            setattr(owner, attr, _like(value, variables))
+        params = {p.name: p for p in self.block.collect_params().values()}
+        shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
+        trace = tracing.Trace(prefix, shapes)
+        before = python_state(self.block)
+        try:
+            with tracing.tracing(trace):
+                out = self.forward(*symbols)
+            written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
+                       if any(isinstance(v, mx.sym.Symbol) for v in _as_list(value))}
+        finally:
+            _restore(self.block, saved)
+        if python_state(self.block) != before:
+            raise tracing.FallbackRequired("the forward changes Python attributes while it runs",
+                                           type(self.block).__name__)
+        outputs, out_format = _flatten_outputs(out)
+        state_paths = [(path, type(value), len(_as_list(value))) for path, value in written.items()]
+        state_outputs = [v for value in written.values() for v in _as_list(value)]
+        graph = mx.sym.Group(outputs + state_outputs)
+        captured = {var.name: array for var, array in trace.captured.values()}
+        input_sources = []
+        for name in graph.list_inputs():
+            if name in sources:
+                input_sources.append(sources[name])
+            elif name in params:
+                input_sources.append(("param", params[name]))
+            elif name in captured:
+                input_sources.append(("captured", captured[name]))
+            else:
+                raise tracing.FallbackRequired("the graph reads %r, which is neither an input, a "
+                                               "parameter nor an array of the block" % name,
+                                               type(self.block).__name__)
+        return TracedGraph(mx.nd.CachedOp(graph), input_sources, len(outputs), out_format,
+                           state_paths)
+
+    def _run(self, graph, args):
+        states = tensor_attributes(self.block)
+        inputs = []
+        for kind, what in graph.input_sources:
+            if kind == "arg":
+                inputs.append(args[what])
+            elif kind == "state":
+                path, j = what
+                inputs.append(_as_list(states[path][2])[j])
+            elif kind == "param":
+                inputs.append(what.data())
+            else:
+                inputs.append(what)
+        results = graph.cached_op(*inputs)
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        # State is written back only now that the whole graph has run.
+        position = graph.num_outputs
+        for path, kind, count in graph.state_paths:
+            owner, attr = _owner(self.block, path)
+            values = results[position:position + count]
+            setattr(owner, attr, values[0] if kind is mx.sym.Symbol else kind(values))
+            position += count
+        return _regroup(results[:graph.num_outputs], graph.out_format)
+
+    def report(self):
+        return {"converted": list(self.converted), "cached_graphs": len(self.graphs),
+                "traces": self.traces, "fallback": self.fallback}
+
+
+def _plain_children(block):
+    for child in block._children.values():
+        if not isinstance(child, gluon.HybridBlock):
+            yield child
+            yield from _plain_children(child)
+
+
+def _is_tensor_value(value):
+    tensors = (mx.nd.NDArray, mx.sym.Symbol)
+    return isinstance(value, tensors) or (
+        isinstance(value, (list, tuple)) and value and all(isinstance(v, tensors) for v in value))
+
+
+def _as_list(value):
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _like(value, items):
+    return items[0] if not isinstance(value, (list, tuple)) else type(value)(items)
+
+
+def tensor_attributes(block):
+    """Public attributes of the block tree holding an array or a list/tuple of arrays:
+    path -> (owner, attribute, value)."""
+    found = {}
+
+    def visit(node, path):
+        for name, value in sorted(vars(node).items()):
+            if not name.startswith("_") and _is_tensor_value(value):
+                found[path + name] = (node, name, value)
+        for child_name, child in node._children.items():
+            visit(child, path + child_name + ".")
+
+    visit(block, "")
+    return found
+
+
+_MISSING = object()
+
+
+def _public_attributes(block):
+    """path -> (owner, attribute, value) for every public attribute of the block tree."""
+    found = {}
+
+    def visit(node, path):
+        for name, value in vars(node).items():
+            if not name.startswith("_"):
+                found[path + name] = (node, name, value)
+        for child_name, child in node._children.items():
+            visit(child, path + child_name + ".")
+
+    visit(block, "")
+    return found
+
+
+def _restore(block, saved):
+    """Put every public attribute back as it was before the trace."""
+    for path, (owner, attr, _) in _public_attributes(block).items():
+        if path not in saved:
+            delattr(owner, attr)
+    for owner, attr, value in saved.values():
+        if vars(owner).get(attr, _MISSING) is not value:
+            setattr(owner, attr, value)
+
+
+def _owner(block, path):
+    node = block
+    *children, attr = path.split(".")
+    for child in children:
+        node = node._children[child]
+    return node, attr
+
+
+def _first_object(args):
+    return next(type(a).__name__ for a in args if not isinstance(a, (mx.nd.NDArray,) + _SIMPLE_ARGS))
+
+
+def _flatten_outputs(out):
+    if isinstance(out, mx.sym.Symbol):
+        return [out], None
+    if isinstance(out, (list, tuple)) and all(isinstance(o, mx.sym.Symbol) for o in out):
+        return list(out), len(out)
+    raise tracing.FallbackRequired("the forward returns %s, not arrays" % type(out).__name__,
+                                   "return")
+
+
+def _regroup(results, out_format):
+    return results[0] if out_format is None else results

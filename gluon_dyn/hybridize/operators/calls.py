@@ -1,0 +1,44 @@
+"""Function calls in converted code, while a forward is traced on Symbols.
+
+Code written for NDArrays calls `mx.nd.*` functions; traced, their arguments are
+Symbols, so each call goes to the `mx.sym` function of the same name (MXNet's
+control-flow functions go to gluon_dyn.ops, which have the same signatures).
+NDArrays met there (constants, arrays from outside) become graph inputs. A call
+a graph cannot replay, such as `print`, stops the trace: that code runs as Python.
+"""
+import mxnet as mx
+from malt.impl import api
+
+from ... import ops
+from .. import tracing
+from ..origin import caller_location
+
+_NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
+               (mx.nd.linalg, mx.sym.linalg), (mx.nd.op, mx.sym.op), (mx.nd.sparse, mx.sym.sparse)]
+_CONTROL_FLOW = {"foreach": ops.foreach, "while_loop": ops.while_loop, "cond": ops.cond}
+_symbolic = {}
+for _nd_namespace, _sym_namespace in _NAMESPACES:
+    for _name in dir(_nd_namespace):
+        _function = getattr(_nd_namespace, _name)
+        if callable(_function) and not isinstance(_function, type) and hasattr(_sym_namespace, _name):
+            _symbolic[id(_function)] = getattr(_sym_namespace, _name)
+for _name, _function in _CONTROL_FLOW.items():
+    _symbolic[id(getattr(mx.nd.contrib, _name))] = _function
+
+_UNREPLAYABLE = {id(print): "print() must run on every call"}
+
+
+def _as_symbol(value, trace):
+    return trace.capture(value) if isinstance(value, mx.nd.NDArray) else value
+
+
+def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
+    trace = tracing.current()
+    if trace is not None:
+        if id(f) in _UNREPLAYABLE:
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
+        if id(f) in _symbolic:
+            f = _symbolic[id(f)]
+            args = tuple(_as_symbol(a, trace) for a in args)
+            kwargs = {k: _as_symbol(v, trace) for k, v in (kwargs or {}).items()} or None
+    return api.converted_call(f, args, kwargs, caller_fn_scope, options)

@@ -1,0 +1,72 @@
+"""State of a trace in progress: a converted forward running on Symbols."""
+import threading
+
+import mxnet as mx
+
+_local = threading.local()
+
+
+class FallbackRequired(Exception):
+    """The traced code did something a graph cannot replay; run it as Python instead."""
+
+    def __init__(self, reason, location):
+        super().__init__("%s: %s" % (location, reason))
+        self.reason = reason
+        self.location = location
+
+
+class Trace:
+    """The graph inputs' shapes, and arrays from outside captured as inputs by identity."""
+
+    def __init__(self, prefix, shapes):
+        self.prefix = prefix
+        self.shapes = dict(shapes)  # input name -> shape
+        self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
+
+    def capture(self, array):
+        if id(array) not in self.captured:
+            name = "%s_captured%d" % (self.prefix, len(self.captured))
+            self.captured[id(array)] = (mx.sym.var(name), array)
+            self.shapes[name] = array.shape
+        return self.captured[id(array)][0]
+
+    def shape_of(self, symbol):
+        names = set(symbol.list_inputs())
+        _, shapes, _ = symbol.infer_shape_partial(
+            **{name: shape for name, shape in self.shapes.items() if name in names})
+        if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
+            raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
+        return tuple(shapes[0])
+
+
+def _symbol_shape(symbol):
+    # Code written for NDArrays reads `.shape`; while tracing, the graph is
+    # specialised to its input shapes, so a Symbol's shape is known.
+    trace = current()
+    if trace is None:
+        raise AttributeError("'Symbol' object has no attribute 'shape'")
+    return trace.shape_of(symbol)
+
+
+mx.sym.Symbol.shape = property(_symbol_shape)
+mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
+
+
+def current():
+    """The Trace in progress on this thread, or None."""
+    return getattr(_local, "trace", None)
+
+
+class tracing:
+    """Context manager marking a trace in progress."""
+
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.outer = current()
+        _local.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc):
+        _local.trace = self.outer
