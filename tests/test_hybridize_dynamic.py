@@ -107,3 +107,20 @@ def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
     assert messages == ["gluon_dyn: Counting runs imperatively: the forward changes Python "
                         "attribute calls while it runs"]
     assert "calls" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+class Printing(gluon.HybridBlock):
+    def hybrid_forward(self, F, x):
+        print("hybrid_forward called")
+        return x * 2
+
+
+def test_print_in_hybrid_forward_runs_on_every_call(capsys):
+    block = Printing()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
+    assert capsys.readouterr().out.count("hybrid_forward called") == 3
+    assert "print() must run on every call" in gluon_dyn.hybridize.report(block)["fallback"]

@@ -15,6 +15,7 @@ import warnings
 import mxnet as mx
 from mxnet import autograd, gluon
 
+from ..ops import ControlFlowError
 from . import tracing
 from .dynamic import MAX_GRAPHS, python_state
 from .transpiler import convert
@@ -59,9 +60,10 @@ class BlockRunner:
         if graph is None:
             try:
                 graph = self._trace(args)
-            except (tracing.FallbackRequired, AttributeError, TypeError,
-                    mx.base.NotImplementedForSymbol) as error:
-                return self._fall_back(str(error), args)
+            except ControlFlowError:
+                raise
+            except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
+                return self._fall_back("%s: %s" % (type(error).__name__, error), args)
             self.graphs[key] = graph
             while len(self.graphs) > MAX_GRAPHS:
                 self.graphs.popitem(last=False)

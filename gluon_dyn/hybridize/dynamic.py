@@ -17,6 +17,8 @@ import warnings
 
 from mxnet import autograd, gluon
 
+from ..ops import ControlFlowError
+from . import tracing
 from .transpiler import convert
 
 MAX_GRAPHS = 16
@@ -107,15 +109,22 @@ def _call_cached_op_with_guards(call_cached_op):
         key = (autograd.is_training(), before)
         if key != state.current_key:
             _swap_graph(self, state, key)
-        tracing = self._cached_op is None
-        out = call_cached_op(self, *args)
-        if tracing:
-            state.traces += 1
-            changed = [name for (name, value), (_, old) in zip(python_state(self), before)
-                       if value != old]
-            if changed:
-                _fall_back(self, state, "the forward changes Python attribute%s %s while it runs"
-                           % ("s" if len(changed) > 1 else "", ", ".join(changed)))
+        if self._cached_op is not None:
+            return call_cached_op(self, *args)
+        try:
+            with tracing.tracing(tracing.Trace(self.prefix, {}, ndarray_code=False)):
+                out = call_cached_op(self, *args)
+        except ControlFlowError:
+            raise
+        except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
+            _fall_back(self, state, "%s: %s" % (type(error).__name__, error))
+            return self.forward(*args)
+        state.traces += 1
+        changed = [name for (name, value), (_, old) in zip(python_state(self), before)
+                   if value != old]
+        if changed:
+            _fall_back(self, state, "the forward changes Python attribute%s %s while it runs"
+                       % ("s" if len(changed) > 1 else "", ", ".join(changed)))
         return out
     wrapper.gluon_dyn_wrapped = True
     return wrapper

@@ -18,10 +18,12 @@ class FallbackRequired(Exception):
 class Trace:
     """The graph inputs' shapes, and arrays from outside captured as inputs by identity."""
 
-    def __init__(self, prefix, shapes):
+    def __init__(self, prefix, shapes, ndarray_code=True):
         self.prefix = prefix
         self.shapes = dict(shapes)  # input name -> shape
         self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
+        # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
+        self.ndarray_code = ndarray_code
 
     def capture(self, array):
         if id(array) not in self.captured:

@@ -8,6 +8,7 @@ a graph cannot replay, such as `print`, stops the trace: that code runs as Pytho
 """
 import mxnet as mx
 from malt.impl import api
+from malt.operators import variables
 
 from ... import ops
 from .. import tracing
@@ -26,6 +27,22 @@ for _name, _function in _CONTROL_FLOW.items():
     _symbolic[id(getattr(mx.nd.contrib, _name))] = _function
 
 _UNREPLAYABLE = {id(print): "print() must run on every call"}
+
+
+def _refuse_while_tracing(function):
+    def guarded(*args, **kwargs):
+        if tracing.current() is not None:
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(function)], caller_location())
+        return function(*args, **kwargs)
+    return guarded
+
+
+_GUARDED = {id(function): _refuse_while_tracing(function) for function in (print,)}
+
+
+def ld(value):
+    """Variable load; malt leaves builtins such as `print` as plain loads, not calls."""
+    return _GUARDED.get(id(value), value) if id(value) in _GUARDED else variables.ld(value)
 
 
 def _as_symbol(value, trace):

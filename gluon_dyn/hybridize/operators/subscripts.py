@@ -11,7 +11,9 @@ from .control_flow import is_symbol
 
 
 def get_item(target, key):
-    if not is_symbol(target) or tracing.current() is None or len(target.list_outputs()) > 1:
+    trace = tracing.current()
+    if not is_symbol(target) or trace is None or not trace.ndarray_code or \
+            len(target.list_outputs()) > 1:
         return target[key]
     if is_symbol(key):
         return mx.sym.take(target, key, axis=0)

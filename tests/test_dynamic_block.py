@@ -1,0 +1,232 @@
+"""hybridize(dynamic=True) on plain Blocks written with mx.nd: same outputs, gradients and
+Python state as the imperative program, call after call; fallbacks named once."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_dyn
+from conftest import nd
+
+HIDDEN = 6
+
+
+class StatefulRNN(gluon.Block):
+    """Loops over a sequence whose length changes per call and keeps its state on self."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = gluon.rnn.LSTMCell(HIDDEN, input_size=4)
+            self.head = gluon.nn.Dense(1, in_units=HIDDEN)
+        self.state = None
+        self.threshold = 0.0
+
+    def forward(self, seq):
+        if self.state is None:
+            h = [mx.nd.zeros((seq.shape[1], HIDDEN)), mx.nd.zeros((seq.shape[1], HIDDEN))]
+        else:
+            h = self.state
+        outputs = []
+        for t in range(seq.shape[0]):
+            out, h = self.cell(seq[t], h)
+            outputs.append(out)
+        self.state = h
+        last = self.head(outputs[-1])
+        if mx.nd.sum(last) > self.threshold:      # a tensor predicate
+            last = last * 2
+        return last
+
+
+class DataDependentLoop(gluon.Block):
+    """A `while` on a tensor predicate with parameters in the body."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3)
+
+    def forward(self, x, limit):
+        steps = mx.nd.zeros((1,))
+        while mx.nd.sum(steps) < mx.nd.sum(limit):
+            x = mx.nd.tanh(self.dense(x))
+            steps = steps + 1
+        return x
+
+
+def make(cls, dynamic):
+    mx.random.seed(0)
+    block = cls()
+    block.initialize(mx.init.Uniform(0.5))
+    if dynamic:
+        block.hybridize(dynamic=True)
+    return block
+
+
+def grads(block):
+    return {name[len(block.prefix):]: p.grad().asnumpy().copy()
+            for name, p in block.collect_params().items() if p.grad_req != "null"}
+
+
+def run_both(cls, calls):
+    """Each call: inputs; returns per-call (outputs, gradients) for imperative and dynamic."""
+    results = []
+    for dynamic in (False, True):
+        block = make(cls, dynamic)
+        per_call = []
+        for inputs in calls:
+            block.collect_params().zero_grad()
+            inputs = [a.copy() for a in inputs]
+            inputs[0].attach_grad()
+            with autograd.record():
+                out = block(*inputs)
+            out.backward()
+            per_call.append((out.asnumpy(), grads(block), block))
+        results.append(per_call)
+    return results
+
+
+def assert_calls_equal(imperative, dynamic):
+    for (out_i, grads_i, _), (out_d, grads_d, _) in zip(imperative, dynamic):
+        np.testing.assert_allclose(out_d, out_i, rtol=1e-5, atol=1e-6)
+        for name, grad in grads_i.items():
+            np.testing.assert_allclose(grads_d[name], grad, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_stateful_rnn_over_changing_sequence_lengths():
+    rng = np.random.RandomState(0)
+    calls = [(nd(rng.randn(length, 2, 4)),) for length in (3, 5, 3, 1, 5)]
+    imperative, dynamic = run_both(StatefulRNN, calls)
+    assert_calls_equal(imperative, dynamic)
+    block_i, block_d = imperative[-1][2], dynamic[-1][2]
+    for h_i, h_d in zip(block_i.state, block_d.state):        # the state kept on self
+        assert isinstance(h_d, mx.nd.NDArray)
+        np.testing.assert_allclose(h_d.asnumpy(), h_i.asnumpy(), rtol=1e-5, atol=1e-6)
+    report = gluon_dyn.hybridize.report(block_d)
+    assert report["fallback"] is None
+    assert report["traces"] == report["cached_graphs"] == 4  # (3, no state), then 5, 3, 1
+
+
+def test_data_dependent_while_with_parameters_trains_like_imperative():
+    calls = [(nd([[0.1, -0.2, 0.3]]), nd([k])) for k in (0, 1, 3, 2, 0)]
+    imperative, dynamic = run_both(DataDependentLoop, calls)
+    assert_calls_equal(imperative, dynamic)
+    assert gluon_dyn.hybridize.report(dynamic[-1][2])["traces"] == 1  # one graph, every trip count
+
+
+class Viterbi(gluon.Block):
+    """Back-pointers read to the host with .asscalar(), returned as a Python list."""
+
+    def forward(self, scores, transitions):
+        best = scores[0]
+        pointers = []
+        for t in range(1, scores.shape[0]):
+            candidates = best.reshape((-1, 1)) + transitions
+            pointers.append(candidates.argmax(axis=0))
+            best = candidates.max(axis=0) + scores[t]
+        path = [int(best.argmax(axis=0).asscalar())]
+        for back in reversed(pointers):
+            path.append(int(back[path[-1]].asscalar()))
+        return list(reversed(path))
+
+
+def test_host_reads_fall_back_to_python_once_with_the_reason():
+    block = Viterbi()
+    block.initialize()
+    rng = np.random.RandomState(1)
+    imperative = Viterbi()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            scores, transitions = nd(rng.randn(5, 3)), nd(rng.randn(3, 3))
+            assert block(scores, transitions) == imperative(scores, transitions)
+    messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
+    assert len(messages) == 1 and "Viterbi.forward runs imperatively" in messages[0]
+    assert "asscalar" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+class Printing(gluon.Block):
+    def forward(self, x):
+        print("forward called")
+        return x * 2
+
+
+def test_print_runs_on_every_call(capsys):
+    block = Printing()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
+    assert capsys.readouterr().out.count("forward called") == 3
+    assert "print" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+class Checked(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        self.last = x * 3
+        if mx.nd.sum(x) > 10:
+            raise ValueError("input too large")
+        return x * 2
+
+
+def test_exception_on_a_tensor_condition_is_raised_and_state_is_not_half_updated():
+    block = Checked()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
+        np.testing.assert_allclose(block.last.asnumpy(), [3.0])
+        with pytest.raises(ValueError, match="input too large"):
+            block(nd([20.0]))
+    # Imperatively the assignment before the raise happened; the same holds here.
+    np.testing.assert_allclose(block.last.asnumpy(), [60.0])
+
+
+class Node:
+    def __init__(self, value=None, children=()):
+        self.value, self.children = value, list(children)
+
+
+class TreeSum(gluon.Block):
+    """Recursion over Python tree objects."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.leaf = gluon.nn.Dense(2, in_units=2)
+
+    def forward(self, tree):
+        if not tree.children:
+            return mx.nd.tanh(self.leaf(tree.value))
+        total = self.forward(tree.children[0])
+        for child in tree.children[1:]:
+            total = total + self.forward(child)
+        return total
+
+
+def test_recursion_over_python_trees_stays_correct():
+    tree = Node(children=[Node(nd([[0.5, 1.0]])), Node(children=[Node(nd([[1.0, -1.0]])),
+                                                                 Node(nd([[0.2, 0.3]]))])])
+    imperative, dynamic = make(TreeSum, False), make(TreeSum, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            outputs = []
+            for block in (imperative, dynamic):
+                block.collect_params().zero_grad()
+                with autograd.record():
+                    out = block(tree)
+                out.backward()
+                outputs.append((out.asnumpy(), grads(block)))
+            np.testing.assert_allclose(outputs[1][0], outputs[0][0], rtol=1e-6)
+            for name, grad in outputs[0][1].items():
+                np.testing.assert_allclose(outputs[1][1][name], grad, rtol=1e-6)
+    assert "Python object" in gluon_dyn.hybridize.report(dynamic)["fallback"]
