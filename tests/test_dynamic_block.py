@@ -230,3 +230,70 @@ def test_recursion_over_python_trees_stays_correct():
             for name, grad in outputs[0][1].items():
                 np.testing.assert_allclose(outputs[1][1][name], grad, rtol=1e-6)
     assert "Python object" in gluon_dyn.hybridize.report(dynamic)["fallback"]
+
+
+class LoopExits(gluon.Block):
+    """Early return, `continue` and `break` on tensor predicates."""
+
+    def forward(self, x):
+        if mx.nd.sum(x) > 100:
+            return x[0] * 0
+        total = mx.nd.zeros((1,))
+        for row in x:
+            if mx.nd.sum(row) < 0:
+                continue
+            if mx.nd.sum(total) > 5:
+                break
+            total = total + mx.nd.sum(row)
+        return total
+
+
+class Appends(gluon.Block):
+    """A list appended to inside a loop over a tensor's rows, then stacked."""
+
+    def __init__(self, with_break):
+        super().__init__()
+        self.with_break = with_break
+
+    def forward(self, x):
+        kept = []
+        for row in x:
+            if self.with_break and mx.nd.sum(row) > 50:
+                break
+            kept.append(row * 2)
+        return mx.nd.stack(*kept)
+
+
+DATA = [
+    [[1.0, 2.0], [-1.0, 0.0], [3.0, 4.0], [5.0, 5.0]],   # continue, then break
+    [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],    # neither
+    [[60.0, 60.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]],  # early return
+]
+
+
+@pytest.mark.parametrize("data", DATA)
+def test_break_continue_and_early_return(data):
+    block, imperative = LoopExits(), LoopExits()
+    block.hybridize(dynamic=True)
+    x = nd(data)
+    np.testing.assert_allclose(block(x).asnumpy().ravel(), imperative(x).asnumpy().ravel(),
+                               rtol=1e-6)
+    assert gluon_dyn.hybridize.report(block)["fallback"] is None
+
+
+def test_list_appends_in_a_loop_over_rows():
+    block, imperative = Appends(False), Appends(False)
+    block.hybridize(dynamic=True)
+    for data in DATA:
+        np.testing.assert_allclose(block(nd(data)).asnumpy(), imperative(nd(data)).asnumpy())
+    assert gluon_dyn.hybridize.report(block)["fallback"] is None
+
+
+def test_appends_in_a_loop_a_tensor_can_break_fall_back_with_the_reason():
+    block, imperative = Appends(True), Appends(True)
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for data in ([[1.0, 1.0], [60.0, 60.0], [1.0, 1.0]], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]):
+            np.testing.assert_allclose(block(nd(data)).asnumpy(), imperative(nd(data)).asnumpy())
+    assert "only Python side effects" in gluon_dyn.hybridize.report(block)["fallback"]

@@ -123,9 +123,11 @@ class BlockRunner:
             elif name in captured:
                 input_sources.append(("captured", captured[name]))
             else:
-                raise tracing.FallbackRequired("the graph reads %r, which is neither an input, a "
-                                               "parameter nor an array of the block" % name,
-                                               type(self.block).__name__)
+                # A placeholder of a loop or branch body read outside that body.
+                raise tracing.FallbackRequired(
+                    "a value computed inside a graph loop or branch is used outside it (for example "
+                    "appended to a list inside a loop on a tensor); graph input %r" % name,
+                    type(self.block).__name__)
         return TracedGraph(mx.nd.CachedOp(graph), input_sources, len(outputs), out_format,
                            state_paths)
 

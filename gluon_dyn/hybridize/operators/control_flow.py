@@ -8,19 +8,17 @@ otherwise the statement runs as Python, exactly as written.
 """
 import mxnet as mx
 from malt.operators import control_flow as python_statements
-from malt.operators.variables import Undefined
+from malt.operators.variables import Undefined, UndefinedReturnValue
 
 from ... import ops
 from ...ops import ControlFlowError
+from .. import tracing
 from ..origin import caller_location
+from .subscripts import get_item, is_symbol
 
 # A graph loop written as a Python `while` has no bound; with no per-step outputs
 # gluon_dyn's while_loop allocates nothing for max_iterations, so it is only a bound.
 UNBOUNDED = 2 ** 31 - 1
-
-
-def is_symbol(value):
-    return isinstance(value, mx.sym.Symbol)
 
 
 def _same_python_value(a, b):
@@ -47,27 +45,59 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
     # A first pass over both branches tells which outputs are tensors (chosen by
     # the graph) and which are Python values the branches must agree on.
     then_values, else_values = run(body), run(orelse)
-    staged = [i for i in range(nouts)
-              if _output_kind(where, symbol_names[i], then_values[i], else_values[i]) == "tensor"]
-    if not staged:
-        raise ControlFlowError(
-            "%s: this `if` tests a tensor but its branches change no tensor that is used later; "
-            "a graph cannot make Python side effects conditional on a tensor" % where)
+    kinds = [_output_kind(where, symbol_names[i], then_values[i], else_values[i])
+             for i in range(nouts)]
+    numbers = (bool, int, float)
+    # Python numbers on both sides are chosen by an elementwise select, outside the
+    # branches (a branch graph reading nothing cannot be run by MXNet's _cond).
+    selected = [i for i, kind in enumerate(kinds) if kind == "number" and
+                isinstance(then_values[i], numbers) and isinstance(else_values[i], numbers)]
+    staged = [i for i, kind in enumerate(kinds) if kind != "python" and i not in selected]
+    if not staged and not selected:
+        raise tracing.FallbackRequired(
+            "this `if` tests a tensor but its branches change no tensor that is used later: "
+            "only Python side effects (such as appending to a list) depend on it", where)
 
-    def branch(block):
+    def branch(block, probe, other):
         def traced():
             values = run(block)
-            return [values[i] for i in staged]
+            return [_as_branch_output(values[i], probe[i], other[i], kinds[i]) for i in staged]
         return traced
 
-    chosen = ops.cond(cond, branch(body), branch(orelse))
     final = list(then_values) + list(initial[nouts:])
-    for position, value in zip(staged, chosen):
-        final[position] = value
+    if staged:
+        chosen = ops.cond(cond, branch(body, then_values, else_values),
+                          branch(orelse, else_values, then_values))
+        for position, value in zip(staged, chosen):
+            final[position] = value
+    for position in selected:
+        final[position] = mx.sym.where(cond, mx.sym.full(shape=(1,), val=float(then_values[position])),
+                                       mx.sym.full(shape=(1,), val=float(else_values[position])))
     set_state(tuple(final))
 
 
+def _as_branch_output(value, probe, other, kind):
+    """A staged output of one branch as a tensor.
+
+    kind "number": Python numbers that differ between the branches, or meet a
+    tensor in the other (malt's `break`/`continue`/`return` flags among them),
+    become one-element tensors.
+    kind "return": a return value the other branch sets; where this branch does
+    not return, the value is never read, so zeros of the other's shape stand in.
+    """
+    if kind == "number" and not is_symbol(value):
+        return mx.sym.full(shape=(1,), val=float(value))
+    if kind == "return" and isinstance(value, UndefinedReturnValue):
+        return mx.sym.zeros(shape=other.shape)
+    return value
+
+
 def _output_kind(where, name, then_value, else_value):
+    undefined_return = [isinstance(v, UndefinedReturnValue) for v in (then_value, else_value)]
+    if any(undefined_return) and not all(undefined_return):
+        defined = else_value if undefined_return[0] else then_value
+        if is_symbol(defined):
+            return "return"
     for value, branch, other in ((then_value, "else", "then"), (else_value, "then", "else")):
         if isinstance(value, Undefined):
             raise ControlFlowError(
@@ -76,9 +106,15 @@ def _output_kind(where, name, then_value, else_value):
     tensors = is_symbol(then_value), is_symbol(else_value)
     if all(tensors):
         return "tensor"
+    numbers = (bool, int, float)
+    if any(tensors) and any(isinstance(v, numbers) for v in (then_value, else_value)):
+        return "number"
     if any(tensors):
         raise ControlFlowError("%s: `%s` is a tensor in one branch of this `if` on a tensor and a "
                                "Python value in the other" % (where, name))
+    if isinstance(then_value, numbers) and isinstance(else_value, numbers) and \
+            not _same_python_value(then_value, else_value):
+        return "number"
     if not _same_python_value(then_value, else_value):
         raise ControlFlowError("%s: `%s` gets different Python values (%r and %r) in the branches of "
                                "this `if` on a tensor; a graph can only choose between tensors"
@@ -110,11 +146,30 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
         return python_statements.for_stmt(iter_, extra_test, body, get_state, set_state,
                                           symbol_names, opts)
     where = caller_location()
-    # Iterating a tensor visits its rows along axis 0: a loop over an index that
-    # also honours `break` (malt's extra_test).
+    start = 0
+    trace = tracing.current()
+    if trace is not None and trace.ndarray_code:
+        # A Block's graph is specialised to its input shapes, so the number of rows
+        # is known: the loop unrolls (lists appended to inside it just work) until
+        # a `break` depends on a tensor; the rest is a graph loop.
+        for start in range(iter_.shape[0]):
+            more = extra_test() if extra_test is not None else True
+            if is_symbol(more):
+                break
+            if not more:
+                return
+            body(get_item(iter_, start))
+        else:
+            return
+    _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names)
+
+
+def _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names):
+    """The rows of a tensor from `start` on, as a graph loop over a row index that
+    also honours `break` (malt's extra_test)."""
     length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(iter_), axis=0, begin=0, end=1),
                          dtype="float32")
-    index = [mx.sym.zeros((1,))]
+    index = [mx.sym.full(shape=(1,), val=float(start))]
 
     def get_indexed_state():
         return (index[0],) + tuple(get_state())
@@ -158,6 +213,11 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
                                        "an initial value before the loop" % (where, name))
             continue
         if is_symbol(before) or is_symbol(now):
+            if isinstance(before, (int, float, bool)):
+                initial[i] = mx.sym.full(shape=(1,), val=float(before))
+            elif not is_symbol(before):
+                raise ControlFlowError("%s: `%s` becomes a tensor in this loop on a tensor but is "
+                                       "a Python %s before it" % (where, name, type(before).__name__))
             carried.append(i)
         elif not _same_python_value(before, now):
             if not isinstance(before, (int, float, bool)):

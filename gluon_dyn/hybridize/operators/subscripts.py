@@ -7,7 +7,10 @@ an output.
 import mxnet as mx
 
 from .. import tracing
-from .control_flow import is_symbol
+
+
+def is_symbol(value):
+    return isinstance(value, mx.sym.Symbol)
 
 
 def get_item(target, key):
