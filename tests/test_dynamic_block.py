@@ -107,6 +107,9 @@ def test_stateful_rnn_over_changing_sequence_lengths():
     report = gluon_dyn.hybridize.report(block_d)
     assert report["fallback"] is None
     assert report["traces"] == report["cached_graphs"] == 4  # (3, no state), then 5, 3, 1
+    fates = sorted(report["statements"].values())
+    assert fates == ["for: evaluated in Python", "if: cond (graph)", "if: evaluated in Python"]
+    assert all("test_dynamic_block.py:" in where for where in report["statements"])
 
 
 def test_data_dependent_while_with_parameters_trains_like_imperative():
@@ -297,3 +300,67 @@ def test_appends_in_a_loop_a_tensor_can_break_fall_back_with_the_reason():
         for data in ([[1.0, 1.0], [60.0, 60.0], [1.0, 1.0]], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]):
             np.testing.assert_allclose(block(nd(data)).asnumpy(), imperative(nd(data)).asnumpy())
     assert "only Python side effects" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+CALLS = []
+SCALE = 2.0
+
+
+def log_call(x):
+    CALLS.append(1)
+    return x
+
+
+class GlobalReader(gluon.Block):
+    """Reads a module-level flag, and changes a module-level list, in helper functions."""
+
+    def forward(self, x):
+        return log_call(x) * SCALE
+
+
+def test_module_level_values_are_read_on_every_call_and_changes_fall_back():
+    global SCALE
+    block = GlobalReader()
+    block.hybridize(dynamic=True)
+    del CALLS[:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for scale in (2.0, 3.0, 2.0):
+            SCALE = scale
+            np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [scale])
+    SCALE = 2.0
+    assert len(CALLS) == 3
+    assert "CALLS" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+class Scoped(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        self.entries = []
+
+    def forward(self, x):
+        with Recorder(self.entries):
+            y = x * 2
+        return y
+
+
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, *exc):
+        self.log.append("exit")
+
+
+def test_context_managers_run_on_every_call():
+    block = Scoped()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
+    assert block.entries == ["enter", "exit"] * 2
+    assert "with Recorder" in gluon_dyn.hybridize.report(block)["fallback"]

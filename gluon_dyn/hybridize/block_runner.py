@@ -17,8 +17,8 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from . import tracing
-from .dynamic import MAX_GRAPHS, python_state
-from .transpiler import convert
+from .dynamic import MAX_GRAPHS, changed_values, python_state, report_dict
+from .transpiler import convert, global_containers
 
 _SIMPLE_ARGS = (bool, int, float, str, type(None))
 
@@ -43,6 +43,7 @@ class BlockRunner:
         self.graphs = collections.OrderedDict()
         self.traces = 0
         self.fallback = None
+        self.statements = {}
         self.converted = ["%s.forward" % type(block).__name__]
         for child in _plain_children(block):
             child.forward = convert(type(child).forward).__get__(child)
@@ -64,16 +65,21 @@ class BlockRunner:
                 raise
             except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
                 return self._fall_back("%s: %s" % (type(error).__name__, error), args)
+            if graph.python_changes:
+                result = self._run(graph, args)
+                self._fall_back("the forward changes Python state (%s) while it runs"
+                                % ", ".join(graph.python_changes), args, run=False)
+                return result
             self.graphs[key] = graph
             while len(self.graphs) > MAX_GRAPHS:
                 self.graphs.popitem(last=False)
         return self._run(graph, args)
 
-    def _fall_back(self, reason, args):
+    def _fall_back(self, reason, args, run=True):
         self.fallback = reason
         warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
                                                                         reason), stacklevel=3)
-        return self.forward(*args)
+        return self.forward(*args) if run else None
 
     def _trace(self, args):
         self.traces += 1
@@ -99,16 +105,24 @@ class BlockRunner:
         shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
         trace = tracing.Trace(prefix, shapes)
         before = python_state(self.block)
+        containers = _container_contents(self.block)
         try:
             with tracing.tracing(trace):
-                out = self.forward(*symbols)
-            written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
-                       if any(isinstance(v, mx.sym.Symbol) for v in _as_list(value))}
-        finally:
-            _restore(self.block, saved)
-        if python_state(self.block) != before:
-            raise tracing.FallbackRequired("the forward changes Python attributes while it runs",
-                                           type(self.block).__name__)
+                try:
+                    out = self.forward(*symbols)
+                finally:
+                    self.statements.update(trace.statements)
+        except BaseException:
+            # All or nothing: a trace that stops leaves no trace of itself behind.
+            _restore(self.block, saved, everything=True)
+            _restore_contents(containers)
+            raise
+        written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
+                   if any(isinstance(v, mx.sym.Symbol) for v in _as_list(value))}
+        _restore(self.block, saved, everything=False)
+        # Python state the forward changed has changed once, as it would have
+        # imperatively; this call uses the graph, later calls run as Python.
+        changed = changed_values(before, python_state(self.block))
         outputs, out_format = _flatten_outputs(out)
         state_paths = [(path, type(value), len(_as_list(value))) for path, value in written.items()]
         state_outputs = [v for value in written.values() for v in _as_list(value)]
@@ -128,8 +142,10 @@ class BlockRunner:
                     "a value computed inside a graph loop or branch is used outside it (for example "
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     type(self.block).__name__)
-        return TracedGraph(mx.nd.CachedOp(graph), input_sources, len(outputs), out_format,
-                           state_paths)
+        traced = TracedGraph(mx.nd.CachedOp(graph), input_sources, len(outputs), out_format,
+                             state_paths)
+        traced.python_changes = changed
+        return traced
 
     def _run(self, graph, args):
         states = tensor_attributes(self.block)
@@ -156,8 +172,8 @@ class BlockRunner:
         return _regroup(results[:graph.num_outputs], graph.out_format)
 
     def report(self):
-        return {"converted": list(self.converted), "cached_graphs": len(self.graphs),
-                "traces": self.traces, "fallback": self.fallback}
+        return report_dict(self.converted, len(self.graphs), self.traces, self.fallback,
+                           self.statements)
 
 
 def _plain_children(block):
@@ -215,14 +231,38 @@ def _public_attributes(block):
     return found
 
 
-def _restore(block, saved):
-    """Put every public attribute back as it was before the trace."""
-    for path, (owner, attr, _) in _public_attributes(block).items():
-        if path not in saved:
+def _holds_tensors(value):
+    return any(isinstance(v, (mx.nd.NDArray, mx.sym.Symbol)) for v in _as_list(value))
+
+
+def _restore(block, saved, everything):
+    """Put public attributes back as they were before the trace: all of them, or only
+    those holding arrays or Symbols (tensor state is written back after a run)."""
+    for path, (owner, attr, value) in _public_attributes(block).items():
+        if path not in saved and (everything or _holds_tensors(value)):
             delattr(owner, attr)
-    for owner, attr, value in saved.values():
-        if vars(owner).get(attr, _MISSING) is not value:
+    for path, (owner, attr, value) in saved.items():
+        now = vars(owner).get(attr, _MISSING)
+        if now is not value and (everything or _holds_tensors(value) or _holds_tensors(now)):
             setattr(owner, attr, value)
+
+
+def _container_contents(block):
+    """Shallow copies of the lists, dicts and sets a trace might change."""
+    containers = [value for _, _, value in _public_attributes(block).values()
+                  if isinstance(value, (list, dict, set))]
+    containers += global_containers()
+    return [(container, container.copy()) for container in containers]
+
+
+def _restore_contents(saved):
+    for container, contents in saved:
+        if container != contents:
+            container.clear()
+            if isinstance(container, list):
+                container.extend(contents)
+            else:
+                container.update(contents)
 
 
 def _owner(block, path):

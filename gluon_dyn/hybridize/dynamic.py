@@ -19,7 +19,7 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from . import tracing
-from .transpiler import convert
+from .transpiler import convert, global_state
 
 MAX_GRAPHS = 16
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
@@ -31,7 +31,19 @@ def _is_simple(value):
 
 
 def python_state(block):
-    """The Python values of a block tree that a forward may branch on."""
+    """The Python values a forward may branch on: those of the block tree, and the
+    module-level values converted code reads."""
+    return _block_state(block) + global_state()
+
+
+def changed_values(before, after):
+    """Names whose value differs between two python_state() snapshots (names first
+    seen in `after`, from functions converted meanwhile, are not changes)."""
+    old = dict(before)
+    return [name for name, value in after if name in old and old[name] != value]
+
+
+def _block_state(block):
     values = []
 
     def visit(node, path):
@@ -58,11 +70,19 @@ class DynamicState:
         self.current_key = None
         self.traces = 0
         self.fallback = None                 # why the block runs imperatively, if it does
+        self.statements = {}                 # "file:line" -> (statement, what it became)
 
     def report(self, block):
         in_use = 1 if block._cached_op is not None and self.current_key not in self.graphs else 0
-        return {"converted": list(self.converted), "cached_graphs": len(self.graphs) + in_use,
-                "traces": self.traces, "fallback": self.fallback}
+        return report_dict(self.converted, len(self.graphs) + in_use, self.traces, self.fallback,
+                           self.statements)
+
+
+def report_dict(converted, cached_graphs, traces, fallback, statements):
+    """The public report of a dynamic block (see `report`)."""
+    return {"converted": list(converted), "cached_graphs": cached_graphs, "traces": traces,
+            "fallback": fallback,
+            "statements": {where: "%s: %s" % fate for where, fate in sorted(statements.items())}}
 
 
 _CACHE_FIELDS = ("_cached_graph", "_cached_op", "_cached_op_args", "_in_format", "_out_format")
@@ -111,17 +131,19 @@ def _call_cached_op_with_guards(call_cached_op):
             _swap_graph(self, state, key)
         if self._cached_op is not None:
             return call_cached_op(self, *args)
+        trace = tracing.Trace(self.prefix, {}, ndarray_code=False)
         try:
-            with tracing.tracing(tracing.Trace(self.prefix, {}, ndarray_code=False)):
+            with tracing.tracing(trace):
                 out = call_cached_op(self, *args)
         except ControlFlowError:
             raise
         except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
             _fall_back(self, state, "%s: %s" % (type(error).__name__, error))
             return self.forward(*args)
+        finally:
+            state.statements.update(trace.statements)
         state.traces += 1
-        changed = [name for (name, value), (_, old) in zip(python_state(self), before)
-                   if value != old]
+        changed = changed_values(before, python_state(self))
         if changed:
             _fall_back(self, state, "the forward changes Python attribute%s %s while it runs"
                        % ("s" if len(changed) > 1 else "", ", ".join(changed)))
@@ -165,7 +187,13 @@ def _block_hybridize_with_dynamic(hybridize):
 
 
 def report(block):
-    """What `hybridize(dynamic=True)` did with `block`: converted functions, graphs, fallback."""
+    """What `hybridize(dynamic=True)` did with `block`.
+
+    A dict: "converted" (the functions converted), "cached_graphs" and "traces"
+    (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
+    None) and "statements" ({"file:line": "if: cond (graph)", ...}: what each
+    converted statement became when last traced).
+    """
     runner = vars(block).get("forward")
     if hasattr(runner, "report"):
         return runner.report()

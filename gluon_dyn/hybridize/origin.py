@@ -1,12 +1,15 @@
 """Where in the user's source a converted statement came from."""
 import sys
 
-# Generated file name -> malt's source map {LineLocation: OriginInfo}.
-_source_maps = {}
+# Generated file name -> {generated line: "original file:line"}.
+_origins = {}
 
 
 def register_source_map(generated_filename, source_map):
-    _source_maps[generated_filename] = source_map
+    """Keep malt's source map ({LineLocation: OriginInfo}) of a generated file."""
+    _origins[generated_filename] = {
+        location.lineno: "%s:%d" % (origin.loc.filename, origin.loc.lineno)
+        for location, origin in source_map.items()}
 
 
 def caller_location(depth=2):
@@ -16,8 +19,5 @@ def caller_location(depth=2):
     files malt generates; their source maps lead back to the original lines.
     """
     frame = sys._getframe(depth)
-    source_map = _source_maps.get(frame.f_code.co_filename, {})
-    for location, origin in source_map.items():
-        if location.lineno == frame.f_lineno:
-            return "%s:%d" % (origin.loc.filename, origin.loc.lineno)
-    return "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+    origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
+    return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)

@@ -24,6 +24,11 @@ class Trace:
         self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
         # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
         self.ndarray_code = ndarray_code
+        self.statements = {}        # "file:line" -> (statement, what it became)
+
+    def record(self, location, statement, fate):
+        """Note what a converted statement became in this trace."""
+        self.statements[location] = (statement, fate)
 
     def capture(self, array):
         if id(array) not in self.captured:
@@ -57,6 +62,12 @@ mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
 def current():
     """The Trace in progress on this thread, or None."""
     return getattr(_local, "trace", None)
+
+
+def record(location, statement, fate):
+    trace = current()
+    if trace is not None:
+        trace.record(location, statement, fate)
 
 
 class tracing:

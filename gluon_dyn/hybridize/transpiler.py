@@ -15,7 +15,7 @@ from malt.core import config
 from malt.impl import api
 
 from . import operators, origin
-from .converters import augmented_assignment, subscripts
+from .converters import augmented_assignment, context_managers, subscripts
 
 
 class Transpiler(api.PyToPy):
@@ -24,6 +24,7 @@ class Transpiler(api.PyToPy):
     def transform_ast(self, node, ctx):
         node = super().transform_ast(node, ctx)
         node = augmented_assignment.transform(node, ctx)
+        node = context_managers.transform(node, ctx)
         return subscripts.transform(node, ctx)
 
     def get_extra_locals(self):
@@ -34,6 +35,9 @@ class Transpiler(api.PyToPy):
     def transform(self, obj, user_context):
         transformed, module, source_map = super().transform(obj, user_context)
         origin.register_source_map(transformed.__code__.co_filename, source_map)
+        function = getattr(obj, "__func__", obj)
+        if hasattr(function, "__globals__"):
+            _global_reads.append((function.__globals__, _global_names(function.__code__)))
         return transformed, module, source_map
 
 
@@ -46,6 +50,36 @@ operators.install()
 api._TRANSPILER = Transpiler()
 
 _converted = {}
+# (module globals, names read) of every function converted so far.
+_global_reads = []
+
+
+def _global_names(code):
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if hasattr(constant, "co_names"):
+            names |= _global_names(constant)
+    return names
+
+
+def global_containers():
+    """The module-level lists, dicts and sets converted code reads."""
+    return [namespace[name] for namespace, names in _global_reads for name in names
+            if isinstance(namespace.get(name), (list, dict, set))]
+
+
+def global_state():
+    """Module-level values converted code reads that it may branch on: simple values,
+    and the lengths of containers."""
+    values = []
+    for namespace, names in _global_reads:
+        for name in sorted(names):
+            value = namespace.get(name)
+            if isinstance(value, (bool, int, float, str)):
+                values.append((name, value))
+            elif isinstance(value, (list, dict, set)):
+                values.append((name, ("len", len(value))))
+    return tuple(values)
 
 
 def convert(function):

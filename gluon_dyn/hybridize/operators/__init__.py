@@ -9,7 +9,8 @@ from .subscripts import get_item
 
 OVERRIDES = {"if_stmt": if_stmt, "while_stmt": while_stmt, "for_stmt": for_stmt, "if_exp": if_exp,
              "and_": and_, "or_": or_, "not_": not_, "augmented_assign": augmented_assign,
-             "get_item": get_item, "ld": calls.ld}
+             "get_item": get_item, "ld": calls.ld,
+             "entered_context": calls.entered_context}
 
 
 def install():

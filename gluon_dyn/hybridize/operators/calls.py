@@ -59,3 +59,11 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
             args = tuple(_as_symbol(a, trace) for a in args)
             kwargs = {k: _as_symbol(v, trace) for k, v in (kwargs or {}).items()} or None
     return api.converted_call(f, args, kwargs, caller_fn_scope, options)
+
+
+def entered_context(manager):
+    """A context manager about to be entered by converted code."""
+    if tracing.current() is not None:
+        raise tracing.FallbackRequired("`with %s` enters and exits a context manager on every call"
+                                       % type(manager).__name__, caller_location())
+    return manager

@@ -30,11 +30,19 @@ def _same_python_value(a, b):
         return False
 
 
+def _note(statement, fate):
+    """Record, while tracing, what the calling statement became (cheap otherwise)."""
+    if tracing.current() is not None:
+        tracing.record(caller_location(depth=3), statement, fate)
+
+
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
     if not is_symbol(cond):
+        _note("if", "evaluated in Python")
         return python_statements.if_stmt(cond, body, orelse, get_state, set_state, symbol_names,
                                          nouts)
     where = caller_location()
+    tracing.record(where, "if", "cond (graph)")
     initial = get_state()
 
     def run(block):
@@ -124,28 +132,36 @@ def _output_kind(where, name, then_value, else_value):
 
 def if_exp(cond, if_true, if_false, expr_repr):
     if not is_symbol(cond):
+        _note("conditional expression", "evaluated in Python")
         return if_true() if cond else if_false()
+    _note("conditional expression", "cond (graph)")
     return ops.cond(cond, if_true, if_false)
 
 
 def while_stmt(test, body, get_state, set_state, symbol_names, opts):
     # The loop runs as Python until its test is a tensor; from there on it is a
     # graph loop over the state it has reached.
+    where = caller_location()
+    iterations = 0
     while True:
         result = test()
         if is_symbol(result):
-            return _staged_loop(caller_location(), lambda: test(), body, get_state, set_state,
-                                symbol_names)
+            tracing.record(where, "while", "while_loop (graph) after %d Python iterations"
+                           % iterations if iterations else "while_loop (graph)")
+            return _staged_loop(where, test, body, get_state, set_state, symbol_names)
         if not result:
+            tracing.record(where, "while", "evaluated in Python (%d iterations)" % iterations)
             return
         body()
+        iterations += 1
 
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
+    where = caller_location()
     if not is_symbol(iter_):
+        tracing.record(where, "for", "evaluated in Python")
         return python_statements.for_stmt(iter_, extra_test, body, get_state, set_state,
                                           symbol_names, opts)
-    where = caller_location()
     start = 0
     trace = tracing.current()
     if trace is not None and trace.ndarray_code:
@@ -157,10 +173,14 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
             if is_symbol(more):
                 break
             if not more:
+                tracing.record(where, "for", "unrolled over the rows (shapes are known)")
                 return
             body(get_item(iter_, start))
         else:
+            tracing.record(where, "for", "unrolled over the rows (shapes are known)")
             return
+    tracing.record(where, "for", "while_loop over the rows (graph)" if not start else
+                   "unrolled for %d rows, then while_loop (graph) after a tensor `break`" % start)
     _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names)
 
 
