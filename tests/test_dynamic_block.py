@@ -364,3 +364,48 @@ def test_context_managers_run_on_every_call():
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert block.entries == ["enter", "exit"] * 2
     assert "with Recorder" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+def doubled_rows(x):
+    for i in range(2):
+        yield x * i
+
+
+class Helper(gluon.Block):
+    """A plain child Block, converted along with its parent."""
+
+    def forward(self, x):
+        return x * 3 if mx.nd.sum(x) > 0 else x * -1
+
+
+class FeatureMix(gluon.Block):
+    """Generators, try/except, comprehensions, dicts of arrays, closures, a child Block."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(2, in_units=2)
+            self.helper = Helper()
+
+    def forward(self, x):
+        total = sum(doubled_rows(x))
+        try:
+            projected = self.dense(total)
+        except ValueError:
+            projected = total
+        parts = {"rows": mx.nd.stack(*[row * 2 for row in x]), "proj": projected}
+
+        def scale(value):
+            return self.helper(value) * 2
+
+        return mx.nd.broadcast_add(scale(parts["proj"]), mx.nd.sum(parts["rows"]))
+
+
+@pytest.mark.parametrize("data", [[[1.0, 2.0], [3.0, 4.0]], [[-5.0, -2.0], [1.0, -4.0]]])
+def test_feature_mix_is_converted_and_matches(data):
+    imperative, dynamic = run_both(FeatureMix, [(nd(data),), (nd(data) * 2,)])
+    assert_calls_equal(imperative, dynamic)
+    report = gluon_dyn.hybridize.report(dynamic[-1][2])
+    assert report["fallback"] is None
+    assert report["converted"] == ["FeatureMix.forward", "Helper.forward"]
+    assert "conditional expression: cond (graph)" in report["statements"].values()
