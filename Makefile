@@ -34,6 +34,7 @@ test: setup
 
 demo: setup
 	$(PY) examples/demo.py
+	$(PY) examples/dynamic_demo.py
 
 clean:
 	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info
