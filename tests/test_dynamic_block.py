@@ -409,3 +409,52 @@ def test_feature_mix_is_converted_and_matches(data):
     assert report["fallback"] is None
     assert report["converted"] == ["FeatureMix.forward", "Helper.forward"]
     assert "conditional expression: cond (graph)" in report["statements"].values()
+
+
+class TensorRange(gluon.Block):
+    """`for t in range(n)` with n a tensor; the loop counter used in arithmetic."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(2, in_units=2)
+
+    def forward(self, x, n):
+        for t in range(n):
+            x = mx.nd.tanh(self.dense(x)) + t * 0.1
+        if autograd.is_training():
+            x = x * 0.5
+        return x
+
+
+class TensorRangeReference(TensorRange):
+    def forward(self, x, n):
+        for t in range(int(n.asscalar())):
+            x = mx.nd.tanh(self.dense(x)) + t * 0.1
+        if autograd.is_training():
+            x = x * 0.5
+        return x
+
+
+def test_range_over_a_tensor_and_training_mode_with_trainer_steps():
+    imperative, dynamic = make(TensorRangeReference, False), make(TensorRange, True)
+    trainers = [gluon.Trainer(b.collect_params(), "sgd", {"learning_rate": 0.1})
+                for b in (imperative, dynamic)]
+    for n, training in [(0, True), (3, True), (1, False), (2, True), (3, False)]:
+        x = nd([[0.5, -0.5]])
+        outputs = []
+        for block, trainer in zip((imperative, dynamic), trainers):
+            x = x.copy()
+            x.attach_grad()
+            with autograd.record(train_mode=training):
+                out = block(x, nd([n]))
+            out.backward()
+            trainer.step(1, ignore_stale_grad=True)
+            outputs.append(out.asnumpy())
+        np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+    for (name, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                                 sorted(dynamic.collect_params().items())):
+        np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5, atol=1e-6)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None and report["traces"] == 2   # one graph per training mode
+    assert "for: while_loop over a range with tensor bounds (graph)" in report["statements"].values()

@@ -15,7 +15,7 @@ from malt.core import config
 from malt.impl import api
 
 from . import operators, origin
-from .converters import augmented_assignment, context_managers, subscripts
+from .converters import augmented_assignment, binary_operators, context_managers, subscripts
 
 
 class Transpiler(api.PyToPy):
@@ -24,6 +24,7 @@ class Transpiler(api.PyToPy):
     def transform_ast(self, node, ctx):
         node = super().transform_ast(node, ctx)
         node = augmented_assignment.transform(node, ctx)
+        node = binary_operators.transform(node, ctx)
         node = context_managers.transform(node, ctx)
         return subscripts.transform(node, ctx)
 

@@ -2,7 +2,8 @@
 
 MXNet Symbols refuse in-place operators (`+=` raises NotImplementedForSymbol)
 rather than falling back to `x = x + y`; the runtime operator rebinds for
-Symbols and keeps Python's in-place semantics for everything else.
+Symbols and keeps Python's in-place semantics for everything else
+(operators/arithmetic.py).
 """
 import ast
 

@@ -13,6 +13,7 @@ from malt.operators import variables
 from ... import ops
 from .. import tracing
 from ..origin import caller_location
+from .control_flow import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
                (mx.nd.linalg, mx.sym.linalg), (mx.nd.op, mx.sym.op), (mx.nd.sparse, mx.sym.sparse)]
@@ -50,6 +51,8 @@ def _as_symbol(value, trace):
 
 
 def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
+    if f is range and any(isinstance(a, mx.sym.Symbol) for a in args):
+        return TensorRange(*args)
     trace = tracing.current()
     if trace is not None:
         if id(f) in _UNREPLAYABLE:

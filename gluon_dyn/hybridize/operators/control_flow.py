@@ -158,6 +158,9 @@ def while_stmt(test, body, get_state, set_state, symbol_names, opts):
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     where = caller_location()
+    if isinstance(iter_, TensorRange):
+        tracing.record(where, "for", "while_loop over a range with tensor bounds (graph)")
+        return _staged_range(where, iter_, extra_test, body, get_state, set_state, symbol_names)
     if not is_symbol(iter_):
         tracing.record(where, "for", "evaluated in Python")
         return python_statements.for_stmt(iter_, extra_test, body, get_state, set_state,
@@ -184,12 +187,42 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names)
 
 
+class TensorRange:
+    """`range(...)` whose bounds include a tensor: iterated by a graph loop."""
+
+    def __init__(self, *bounds):
+        start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (tuple(bounds) + (1,))[:3]
+        if is_symbol(step) or step == 0:
+            raise ControlFlowError("range() over tensors needs a nonzero Python int step, got %r"
+                                   % (step,))
+        self.start, self.stop, self.step = start, stop, step
+
+
+def _as_tensor(value):
+    return value if is_symbol(value) else mx.sym.full(shape=(1,), val=float(value))
+
+
 def _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names):
-    """The rows of a tensor from `start` on, as a graph loop over a row index that
-    also honours `break` (malt's extra_test)."""
+    """The rows of a tensor from `start` on, as a graph loop over a row index."""
     length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(iter_), axis=0, begin=0, end=1),
                          dtype="float32")
-    index = [mx.sym.full(shape=(1,), val=float(start))]
+    _staged_count(where, _as_tensor(start), lambda i: mx.sym.broadcast_lesser(i, length),
+                  lambda i: mx.sym.squeeze(mx.sym.take(iter_, i, axis=0), axis=0), 1,
+                  extra_test, body, get_state, set_state, symbol_names)
+
+
+def _staged_range(where, bounds, extra_test, body, get_state, set_state, symbol_names):
+    stop = _as_tensor(bounds.stop)
+    compare = mx.sym.broadcast_lesser if bounds.step > 0 else mx.sym.broadcast_greater
+    _staged_count(where, _as_tensor(bounds.start), lambda i: compare(i, stop), lambda i: i,
+                  bounds.step, extra_test, body, get_state, set_state, symbol_names)
+
+
+def _staged_count(where, start, in_range, item, step, extra_test, body, get_state, set_state,
+                  symbol_names):
+    """A graph loop over a counter: `body(item(i))` while `in_range(i)` and malt's
+    extra_test (from `break`) hold, i advancing by `step`."""
+    index = [start]
 
     def get_indexed_state():
         return (index[0],) + tuple(get_state())
@@ -199,20 +232,19 @@ def _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, sy
         set_state(tuple(values[1:]))
 
     def test():
-        more = mx.sym.broadcast_lesser(index[0], length)
+        more = in_range(index[0])
         if extra_test is None:
             return more
         extra = extra_test()
         return mx.sym.broadcast_logical_and(more, extra) if is_symbol(extra) else (more if extra else
                                                                                     more * 0)
 
-    def indexed_body():
-        row = mx.sym.squeeze(mx.sym.take(iter_, index[0], axis=0), axis=0)
-        body(row)
-        index[0] = index[0] + 1
+    def counted_body():
+        body(item(index[0]))
+        index[0] = index[0] + step
 
-    _staged_loop(where, test, indexed_body, get_indexed_state, set_indexed_state,
-                 ("<row index>",) + tuple(symbol_names))
+    _staged_loop(where, test, counted_body, get_indexed_state, set_indexed_state,
+                 ("<loop counter>",) + tuple(symbol_names))
 
 
 def _staged_loop(where, test, body, get_state, set_state, symbol_names):
