@@ -72,18 +72,6 @@ MXReturnValue ParseAttrs(const Attrs& attrs, int* num_in, int* num_out) {
   return MX_SUCCESS;
 }
 
-MXReturnValue InferType(const Attrs& attrs, std::vector<int>* in_types,
-                        std::vector<int>* out_types) {
-  return PassThroughTypes(kOpName, *in_types, out_types);
-}
-
-MXReturnValue InferShape(const Attrs& attrs,
-                         std::vector<std::vector<unsigned int>>* in_shapes,
-                         std::vector<std::vector<unsigned int>>* out_shapes) {
-  PassThroughShapes(*in_shapes, out_shapes);
-  return MX_SUCCESS;
-}
-
 MXReturnValue Forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
                       std::vector<MXTensor>* outputs, const mxnet::ext::OpResource& res) {
   bool holds = false;
@@ -120,7 +108,7 @@ MXReturnValue Backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
 
 REGISTER_OP(gluon_dyn_assert)
 .setParseAttrs(gluon_dyn::ParseAttrs)
-.setInferType(gluon_dyn::InferType)
-.setInferShape(gluon_dyn::InferShape)
+.setInferType(gluon_dyn::InferPassThroughTypes<gluon_dyn::kOpName>)
+.setInferShape(gluon_dyn::InferPassThroughShapes)
 .setForward(gluon_dyn::Forward, "cpu")
 .setBackward(gluon_dyn::Backward, "cpu");

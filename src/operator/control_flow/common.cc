@@ -81,9 +81,11 @@ mxnet::ext::MXReturnValue PassThroughTypes(const char* op_name, const std::vecto
   return mxnet::ext::MX_SUCCESS;
 }
 
-void PassThroughShapes(const std::vector<std::vector<unsigned int>>& in_shapes,
-                       std::vector<std::vector<unsigned int>>* out_shapes) {
-  for (size_t i = 0; i < out_shapes->size(); ++i) (*out_shapes)[i] = in_shapes[i];
+mxnet::ext::MXReturnValue InferPassThroughShapes(
+    const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
+    std::vector<std::vector<unsigned int>>* out_shapes) {
+  for (size_t i = 0; i < out_shapes->size(); ++i) (*out_shapes)[i] = (*in_shapes)[i];
+  return mxnet::ext::MX_SUCCESS;
 }
 
 }  // namespace gluon_dyn

@@ -28,11 +28,20 @@ size_t DTypeSize(int dtype);
 bool CheckTypes(const std::vector<int>& types, const char* op_name);
 
 // Both operators' outputs are like their leading inputs (pass-through copies):
-// output i takes the type and shape of input i.
+// output i takes the type and shape of input i. Templates, because lib_api takes
+// plain function pointers and the type check names the operator.
 mxnet::ext::MXReturnValue PassThroughTypes(const char* op_name, const std::vector<int>& in_types,
                                            std::vector<int>* out_types);
-void PassThroughShapes(const std::vector<std::vector<unsigned int>>& in_shapes,
-                       std::vector<std::vector<unsigned int>>* out_shapes);
+
+template <const char* OpName>
+mxnet::ext::MXReturnValue InferPassThroughTypes(const Attrs&, std::vector<int>* in_types,
+                                                std::vector<int>* out_types) {
+  return PassThroughTypes(OpName, *in_types, out_types);
+}
+
+mxnet::ext::MXReturnValue InferPassThroughShapes(
+    const Attrs&, std::vector<std::vector<unsigned int>>* in_shapes,
+    std::vector<std::vector<unsigned int>>* out_shapes);
 
 // lib_api does not pass OpReqType, so kNullOp outputs may have no storage.
 bool HasStorage(const mxnet::ext::MXTensor& t);
