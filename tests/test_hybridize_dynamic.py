@@ -124,3 +124,25 @@ def test_print_in_hybrid_forward_runs_on_every_call(capsys):
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert capsys.readouterr().out.count("hybrid_forward called") == 3
     assert "print() must run on every call" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+class LogsThenPrints(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def hybrid_forward(self, F, x):
+        self.log.append("called")
+        print("hybrid_forward called")
+        return x * 2
+
+
+def test_a_trace_that_stops_leaves_no_side_effect_behind(capsys):
+    block = LogsThenPrints()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            block(nd([1.0]))
+    assert block.log == ["called"] * 3
+    assert capsys.readouterr().out.count("hybrid_forward called") == 3

@@ -17,8 +17,11 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from . import tracing
-from .dynamic import MAX_GRAPHS, changed_values, python_state, report_dict
-from .transpiler import convert, global_containers
+from .dynamic import MAX_GRAPHS, report_dict
+from .python_state import (as_list, changed_values, container_contents, like, owner_of,
+                           public_attributes, python_state, restore, restore_contents,
+                           tensor_attributes)
+from .transpiler import convert
 
 _SIMPLE_ARGS = (bool, int, float, str, type(None))
 
@@ -92,20 +95,20 @@ class BlockRunner:
                 symbols.append(mx.sym.var(name))
             else:
                 symbols.append(arg)
-        saved = _public_attributes(self.block)
+        saved = public_attributes(self.block)
         states = tensor_attributes(self.block)
         for path, (owner, attr, value) in states.items():
             variables = []
-            for j, array in enumerate(_as_list(value)):
+            for j, array in enumerate(as_list(value)):
                 name = "%s_state_%s_%d" % (prefix, path.replace(".", "_"), j)
                 sources[name], shapes[name] = ("state", (path, j)), array.shape
                 variables.append(mx.sym.var(name))
-            setattr(owner, attr, _like(value, variables))
+            setattr(owner, attr, like(value, variables))
         params = {p.name: p for p in self.block.collect_params().values()}
         shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
         trace = tracing.Trace(prefix, shapes)
         before = python_state(self.block)
-        containers = _container_contents(self.block)
+        containers = container_contents(self.block)
         try:
             with tracing.tracing(trace):
                 try:
@@ -114,18 +117,18 @@ class BlockRunner:
                     self.statements.update(trace.statements)
         except BaseException:
             # All or nothing: a trace that stops leaves no trace of itself behind.
-            _restore(self.block, saved, everything=True)
-            _restore_contents(containers)
+            restore(self.block, saved, everything=True)
+            restore_contents(containers)
             raise
         written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
-                   if any(isinstance(v, mx.sym.Symbol) for v in _as_list(value))}
-        _restore(self.block, saved, everything=False)
+                   if any(isinstance(v, mx.sym.Symbol) for v in as_list(value))}
+        restore(self.block, saved, everything=False)
         # Python state the forward changed has changed once, as it would have
         # imperatively; this call uses the graph, later calls run as Python.
         changed = changed_values(before, python_state(self.block))
         outputs, out_format = _flatten_outputs(out)
-        state_paths = [(path, type(value), len(_as_list(value))) for path, value in written.items()]
-        state_outputs = [v for value in written.values() for v in _as_list(value)]
+        state_paths = [(path, type(value), len(as_list(value))) for path, value in written.items()]
+        state_outputs = [v for value in written.values() for v in as_list(value)]
         graph = mx.sym.Group(outputs + state_outputs)
         captured = {var.name: array for var, array in trace.captured.values()}
         input_sources = []
@@ -155,7 +158,7 @@ class BlockRunner:
                 inputs.append(args[what])
             elif kind == "state":
                 path, j = what
-                inputs.append(_as_list(states[path][2])[j])
+                inputs.append(as_list(states[path][2])[j])
             elif kind == "param":
                 inputs.append(what.data())
             else:
@@ -165,7 +168,7 @@ class BlockRunner:
         # State is written back only now that the whole graph has run.
         position = graph.num_outputs
         for path, kind, count in graph.state_paths:
-            owner, attr = _owner(self.block, path)
+            owner, attr = owner_of(self.block, path)
             values = results[position:position + count]
             setattr(owner, attr, values[0] if kind is mx.sym.Symbol else kind(values))
             position += count
@@ -181,96 +184,6 @@ def _plain_children(block):
         if not isinstance(child, gluon.HybridBlock):
             yield child
             yield from _plain_children(child)
-
-
-def _is_tensor_value(value):
-    tensors = (mx.nd.NDArray, mx.sym.Symbol)
-    return isinstance(value, tensors) or (
-        isinstance(value, (list, tuple)) and value and all(isinstance(v, tensors) for v in value))
-
-
-def _as_list(value):
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _like(value, items):
-    return items[0] if not isinstance(value, (list, tuple)) else type(value)(items)
-
-
-def tensor_attributes(block):
-    """Public attributes of the block tree holding an array or a list/tuple of arrays:
-    path -> (owner, attribute, value)."""
-    found = {}
-
-    def visit(node, path):
-        for name, value in sorted(vars(node).items()):
-            if not name.startswith("_") and _is_tensor_value(value):
-                found[path + name] = (node, name, value)
-        for child_name, child in node._children.items():
-            visit(child, path + child_name + ".")
-
-    visit(block, "")
-    return found
-
-
-_MISSING = object()
-
-
-def _public_attributes(block):
-    """path -> (owner, attribute, value) for every public attribute of the block tree."""
-    found = {}
-
-    def visit(node, path):
-        for name, value in vars(node).items():
-            if not name.startswith("_"):
-                found[path + name] = (node, name, value)
-        for child_name, child in node._children.items():
-            visit(child, path + child_name + ".")
-
-    visit(block, "")
-    return found
-
-
-def _holds_tensors(value):
-    return any(isinstance(v, (mx.nd.NDArray, mx.sym.Symbol)) for v in _as_list(value))
-
-
-def _restore(block, saved, everything):
-    """Put public attributes back as they were before the trace: all of them, or only
-    those holding arrays or Symbols (tensor state is written back after a run)."""
-    for path, (owner, attr, value) in _public_attributes(block).items():
-        if path not in saved and (everything or _holds_tensors(value)):
-            delattr(owner, attr)
-    for path, (owner, attr, value) in saved.items():
-        now = vars(owner).get(attr, _MISSING)
-        if now is not value and (everything or _holds_tensors(value) or _holds_tensors(now)):
-            setattr(owner, attr, value)
-
-
-def _container_contents(block):
-    """Shallow copies of the lists, dicts and sets a trace might change."""
-    containers = [value for _, _, value in _public_attributes(block).values()
-                  if isinstance(value, (list, dict, set))]
-    containers += global_containers()
-    return [(container, container.copy()) for container in containers]
-
-
-def _restore_contents(saved):
-    for container, contents in saved:
-        if container != contents:
-            container.clear()
-            if isinstance(container, list):
-                container.extend(contents)
-            else:
-                container.update(contents)
-
-
-def _owner(block, path):
-    node = block
-    *children, attr = path.split(".")
-    for child in children:
-        node = node._children[child]
-    return node, attr
 
 
 def _first_object(args):

@@ -19,48 +19,11 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from . import tracing
-from .transpiler import convert, global_state
+from .python_state import (changed_values, container_contents, public_attributes, python_state,
+                           restore, restore_contents)
+from .transpiler import convert
 
 MAX_GRAPHS = 16
-_SIMPLE_TYPES = (bool, int, float, str, type(None))
-
-
-def _is_simple(value):
-    return isinstance(value, _SIMPLE_TYPES) or (
-        isinstance(value, tuple) and all(_is_simple(item) for item in value))
-
-
-def python_state(block):
-    """The Python values a forward may branch on: those of the block tree, and the
-    module-level values converted code reads."""
-    return _block_state(block) + global_state()
-
-
-def changed_values(before, after):
-    """Names whose value differs between two python_state() snapshots (names first
-    seen in `after`, from functions converted meanwhile, are not changes)."""
-    old = dict(before)
-    return [name for name, value in after if name in old and old[name] != value]
-
-
-def _block_state(block):
-    values = []
-
-    def visit(node, path):
-        for name, value in sorted(vars(node).items()):
-            if name.startswith("_"):
-                continue
-            if _is_simple(value):
-                values.append((path + name, value))
-            elif isinstance(value, (list, dict, set)):
-                values.append((path + name, ("len", len(value))))
-        for child_name, child in node._children.items():
-            visit(child, path + child_name + ".")
-
-    visit(block, "")
-    return tuple(values)
-
-
 class DynamicState:
     """Per-block bookkeeping: graphs by key, and what happened."""
 
@@ -132,12 +95,16 @@ def _call_cached_op_with_guards(call_cached_op):
         if self._cached_op is not None:
             return call_cached_op(self, *args)
         trace = tracing.Trace(self.prefix, {}, ndarray_code=False)
+        saved, containers = public_attributes(self), container_contents(self)
         try:
             with tracing.tracing(trace):
                 out = call_cached_op(self, *args)
-        except ControlFlowError:
-            raise
-        except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
+        except BaseException as error:
+            # All or nothing: a trace that stops leaves no trace of itself behind.
+            restore(self, saved, everything=True)
+            restore_contents(containers)
+            if isinstance(error, ControlFlowError) or not isinstance(error, Exception):
+                raise
             _fall_back(self, state, "%s: %s" % (type(error).__name__, error))
             return self.forward(*args)
         finally:
