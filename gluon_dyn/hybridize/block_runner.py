@@ -145,8 +145,8 @@ class BlockRunner:
                     "a value computed inside a graph loop or branch is used outside it (for example "
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     type(self.block).__name__)
-        traced = TracedGraph(mx.nd.CachedOp(graph), input_sources, len(outputs), out_format,
-                             state_paths)
+        traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph)), input_sources,
+                             len(outputs), out_format, state_paths)
         traced.python_changes = changed
         return traced
 
@@ -184,6 +184,16 @@ def _plain_children(block):
         if not isinstance(child, gluon.HybridBlock):
             yield child
             yield from _plain_children(child)
+
+
+def _cached_op_flags(graph):
+    """Each graph serves one set of input shapes, so its memory can be planned once; and
+    its shapes too, unless it holds _cond/_while_loop nodes, whose output shapes MXNet
+    1.9.1 knows only once they have run."""
+    flags = [("static_alloc", True)]
+    if '"_cond"' not in graph.tojson() and '"_while_loop"' not in graph.tojson():
+        flags.append(("static_shape", True))
+    return flags
 
 
 def _first_object(args):
