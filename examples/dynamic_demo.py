@@ -2,7 +2,10 @@
 
 The model is written for NDArrays: a Python loop over time, state kept on `self`,
 a branch on a tensor value, a data-dependent `while`. gluon_dyn converts it and
-runs it as cached graphs; outputs and gradients match the imperative run.
+runs it as cached graphs; outputs and gradients match the imperative run. The
+first three calls run imperatively to profile the tensor predicates; the first
+graph assumes what they did (guarded), and the report shows the guard that
+failed when the data disagreed and what was built instead.
 """
 import pprint
 import time
@@ -72,7 +75,8 @@ def main():
     print("state kept on self matches: %s" % all(
         np.allclose(a.asnumpy(), b.asnumpy(), atol=1e-5)
         for a, b in zip(nets["imperative"].state, nets["dynamic"].state)))
-    print("wall time for all calls (first calls trace graphs): imperative %.3f s, dynamic %.3f s"
+    print("wall time for all calls (the first calls profile and trace): imperative %.3f s, "
+          "dynamic %.3f s"
           % (seconds["imperative"], seconds["dynamic"]))
     print("report:")
     pprint.pprint(gluon_dyn.hybridize.report(nets["dynamic"]))

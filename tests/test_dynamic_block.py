@@ -1,4 +1,4 @@
-"""hybridize(dynamic=True) on plain Blocks written with mx.nd: same outputs, gradients and
+"""hybridize(dynamic=True, speculate=False) on plain Blocks written with mx.nd: same outputs, gradients and
 Python state as the imperative program, call after call; fallbacks named once."""
 import warnings
 
@@ -61,7 +61,7 @@ def make(cls, dynamic):
     block = cls()
     block.initialize(mx.init.Uniform(0.5))
     if dynamic:
-        block.hybridize(dynamic=True)
+        block.hybridize(dynamic=True, speculate=False)
     return block
 
 
@@ -140,7 +140,7 @@ def test_host_reads_fall_back_to_python_once_with_the_reason():
     block.initialize()
     rng = np.random.RandomState(1)
     imperative = Viterbi()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
@@ -159,7 +159,7 @@ class Printing(gluon.Block):
 
 def test_print_runs_on_every_call(capsys):
     block = Printing()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(3):
@@ -182,7 +182,7 @@ class Checked(gluon.Block):
 
 def test_exception_on_a_tensor_condition_is_raised_and_state_is_not_half_updated():
     block = Checked()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
@@ -277,7 +277,7 @@ DATA = [
 @pytest.mark.parametrize("data", DATA)
 def test_break_continue_and_early_return(data):
     block, imperative = LoopExits(), LoopExits()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     x = nd(data)
     np.testing.assert_allclose(block(x).asnumpy().ravel(), imperative(x).asnumpy().ravel(),
                                rtol=1e-6)
@@ -286,7 +286,7 @@ def test_break_continue_and_early_return(data):
 
 def test_list_appends_in_a_loop_over_rows():
     block, imperative = Appends(False), Appends(False)
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     for data in DATA:
         np.testing.assert_allclose(block(nd(data)).asnumpy(), imperative(nd(data)).asnumpy())
     assert gluon_dyn.hybridize.report(block)["fallback"] is None
@@ -294,7 +294,7 @@ def test_list_appends_in_a_loop_over_rows():
 
 def test_appends_in_a_loop_a_tensor_can_break_fall_back_with_the_reason():
     block, imperative = Appends(True), Appends(True)
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for data in ([[1.0, 1.0], [60.0, 60.0], [1.0, 1.0]], [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]):
@@ -321,7 +321,7 @@ class GlobalReader(gluon.Block):
 def test_module_level_values_are_read_on_every_call_and_changes_fall_back():
     global SCALE
     block = GlobalReader()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     del CALLS[:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -357,7 +357,7 @@ class Recorder:
 
 def test_context_managers_run_on_every_call():
     block = Scoped()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(2):

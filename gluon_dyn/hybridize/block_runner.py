@@ -10,13 +10,15 @@ graph has run. Anything a graph cannot replay (host reads such as `.asscalar()`,
 that forward run as Python, with one warning naming the cause.
 """
 import collections
+import json
 import warnings
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
-from . import tracing
+from .. import native
+from . import speculation, tracing
 from .dynamic import MAX_GRAPHS, report_dict
 from .python_state import (as_list, changed_values, container_contents, like, owner_of,
                            public_attributes, python_state, restore, restore_contents,
@@ -40,13 +42,18 @@ class TracedGraph:
 class BlockRunner:
     """Replaces `forward` on a Block hybridized with dynamic=True."""
 
-    def __init__(self, block):
+    def __init__(self, block, profile_calls=3, speculate=True):
         self.block = block
         self.forward = convert(type(block).forward).__get__(block)
         self.graphs = collections.OrderedDict()
         self.traces = 0
         self.fallback = None
         self.statements = {}
+        self.profile = speculation.Profile()
+        self.profile_calls = profile_calls
+        self.speculate = speculate
+        self.calls = 0
+        self.guard_failures = []
         self.converted = ["%s.forward" % type(block).__name__]
         for child in _plain_children(block):
             child.forward = convert(type(child).forward).__get__(child)
@@ -55,6 +62,10 @@ class BlockRunner:
     def __call__(self, *args):
         if self.fallback is not None:
             return self.forward(*args)
+        self.calls += 1
+        if self.speculate and self.calls <= self.profile_calls:
+            with speculation.profiling(self.profile):
+                return self.forward(*args)
         if not all(isinstance(a, (mx.nd.NDArray,) + _SIMPLE_ARGS) for a in args):
             return self._fall_back("an argument is a Python object (%s); graphs are keyed by "
                                    "array shapes and simple values" % _first_object(args), args)
@@ -107,6 +118,7 @@ class BlockRunner:
         params = {p.name: p for p in self.block.collect_params().values()}
         shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
         trace = tracing.Trace(prefix, shapes)
+        trace.profile = self.profile if self.speculate else None
         before = python_state(self.block)
         containers = container_contents(self.block)
         try:
@@ -129,7 +141,10 @@ class BlockRunner:
         outputs, out_format = _flatten_outputs(out)
         state_paths = [(path, type(value), len(as_list(value))) for path, value in written.items()]
         state_outputs = [v for value in written.values() for v in as_list(value)]
-        graph = mx.sym.Group(outputs + state_outputs)
+        # Each guard's check is an extra output, so that it runs; a failed one fails the run.
+        checks = [native.assert_true(mx.sym, guard.holds, message=guard.message)[0]
+                  for guard in trace.guards]
+        graph = mx.sym.Group(outputs + state_outputs + checks)
         captured = {var.name: array for var, array in trace.captured.values()}
         input_sources = []
         for name in graph.list_inputs():
@@ -148,6 +163,8 @@ class BlockRunner:
         traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph)), input_sources,
                              len(outputs), out_format, state_paths)
         traced.python_changes = changed
+        traced.guards = trace.guards
+        traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced
 
     def _run(self, graph, args):
@@ -165,6 +182,10 @@ class BlockRunner:
                 inputs.append(what)
         results = graph.cached_op(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
+        if graph.guards:
+            failed = self._failed_guard(graph, results[len(results) - len(graph.guards):])
+            if failed is not None:
+                return self._after_failed_guard(failed, args)
         # State is written back only now that the whole graph has run.
         position = graph.num_outputs
         for path, kind, count in graph.state_paths:
@@ -174,9 +195,34 @@ class BlockRunner:
             position += count
         return _regroup(results[:graph.num_outputs], graph.out_format)
 
+    @staticmethod
+    def _failed_guard(graph, checks):
+        """The guard that failed in this run, or None: waiting on the checks raises
+        MXNet's error for the first failed assertion (only once)."""
+        try:
+            for check in checks:
+                check.wait_to_read()
+        except mx.base.MXNetError as error:
+            for guard in graph.guards:
+                if native.ASSERT_PREFIX + guard.message in str(error):
+                    return guard
+            raise
+        return None
+
+    def _after_failed_guard(self, guard, args):
+        # The run's results are dropped and nothing was written back; the call runs
+        # as Python, and the assumption is not made again.
+        self.guard_failures.append(guard.message)
+        self.profile.relaxed.add(guard.location)
+        self.graphs.clear()
+        with speculation.profiling(self.profile):
+            return self.forward(*args)
+
     def report(self):
-        return report_dict(self.converted, len(self.graphs), self.traces, self.fallback,
-                           self.statements)
+        result = report_dict(self.converted, len(self.graphs), self.traces, self.fallback,
+                             self.statements)
+        result["guard_failures"] = list(self.guard_failures)
+        return result
 
 
 def _plain_children(block):

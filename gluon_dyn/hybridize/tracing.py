@@ -25,6 +25,8 @@ class Trace:
         # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
         self.ndarray_code = ndarray_code
         self.statements = {}        # "file:line" -> (statement, what it became)
+        self.profile = None         # a speculation.Profile to speculate from, if any
+        self.guards = []            # speculation.Guard, checked in the graph
 
     def record(self, location, statement, fate):
         """Note what a converted statement became in this trace."""
@@ -62,6 +64,20 @@ mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
 def current():
     """The Trace in progress on this thread, or None."""
     return getattr(_local, "trace", None)
+
+
+def speculate(kind, location):
+    """What the trace in progress may assume at `location`: the branch to inline
+    ("branch") or the trip count to unroll ("trip_count"); None to build the operator."""
+    trace = current()
+    if trace is None or trace.profile is None:
+        return None
+    return trace.profile.branch_taken(location) if kind == "branch" else \
+        trace.profile.trip_count(location)
+
+
+def add_guard(guard):
+    current().guards.append(guard)
 
 
 def record(location, statement, fate):

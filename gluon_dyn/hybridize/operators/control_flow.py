@@ -12,7 +12,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 
 from ... import ops
 from ...ops import ControlFlowError
-from .. import tracing
+from .. import speculation, tracing
 from ..origin import caller_location
 from .subscripts import get_item, is_symbol
 
@@ -38,10 +38,23 @@ def _note(statement, fate):
 
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
     if not is_symbol(cond):
+        if isinstance(cond, mx.nd.NDArray):
+            speculation.record_branch(caller_location(), cond)
         _note("if", "evaluated in Python")
         return python_statements.if_stmt(cond, body, orelse, get_state, set_state, symbol_names,
                                          nouts)
     where = caller_location()
+    taken = tracing.speculate("branch", where)
+    if taken is not None:
+        # Profiled runs always went this way: inline that branch, guarded.
+        holds = mx.sym.broadcast_not_equal(cond, mx.sym.zeros((1,)))
+        tracing.add_guard(speculation.Guard(
+            where, holds if taken else mx.sym.logical_not(holds),
+            "branch at %s went %s, assumed %s" % (where, "else" if taken else "then",
+                                                 "then" if taken else "else")))
+        tracing.record(where, "if", "inlined the %s branch (speculated, guarded)"
+                       % ("then" if taken else "else"))
+        return (body if taken else orelse)()
     tracing.record(where, "if", "cond (graph)")
     initial = get_state()
 
@@ -146,14 +159,37 @@ def while_stmt(test, body, get_state, set_state, symbol_names, opts):
     while True:
         result = test()
         if is_symbol(result):
+            trips = tracing.speculate("trip_count", where) if not iterations else None
+            if trips is not None:
+                return _unrolled_loop(where, trips, result, test, body)
             tracing.record(where, "while", "while_loop (graph) after %d Python iterations"
                            % iterations if iterations else "while_loop (graph)")
             return _staged_loop(where, test, body, get_state, set_state, symbol_names)
+        if isinstance(result, mx.nd.NDArray) and not result:
+            speculation.record_trip_count(where, iterations)
         if not result:
             tracing.record(where, "while", "evaluated in Python (%d iterations)" % iterations)
             return
         body()
         iterations += 1
+
+
+def _unrolled_loop(where, trips, first_test, test, body):
+    """Profiled runs always made `trips` iterations: unroll them, guarded."""
+    result = first_test
+    for _ in range(trips):
+        _guard_test(where, result, True, trips)
+        body()
+        result = test()
+    _guard_test(where, result, False, trips)
+    tracing.record(where, "while", "unrolled %d iterations (speculated, guarded)" % trips)
+
+
+def _guard_test(where, result, expected, trips):
+    holds = mx.sym.broadcast_not_equal(result, mx.sym.zeros((1,)))
+    tracing.add_guard(speculation.Guard(
+        where, holds if expected else mx.sym.logical_not(holds),
+        "loop at %s: trip count differs from %d" % (where, trips)))
 
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):

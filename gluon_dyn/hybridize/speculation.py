@@ -1,0 +1,73 @@
+"""Speculation from profiled runs (the JANUS design): what tensor predicates did.
+
+While a Block's first calls run imperatively, each `if` on a tensor records the
+branch it took and each `while` on a tensor its trip count, by source line. A
+trace then inlines a branch that always went one way and unrolls a loop whose
+trip count never changed, and adds a guard for each such assumption: a
+`gluon_dyn_assert` node that fails the graph run when the tensor disagrees. A
+failed guard discards that run (the call runs imperatively instead) and the
+assumption is dropped, so the next trace builds `cond` / `while_loop` there.
+"""
+import threading
+
+import mxnet as mx
+
+_local = threading.local()
+
+
+class Profile:
+    """Observed behaviour of tensor predicates, by "file:line"."""
+
+    def __init__(self):
+        self.branches = {}      # location -> set of bools taken
+        self.trip_counts = {}   # location -> set of ints
+        self.relaxed = set()    # locations whose assumption failed: never speculated again
+
+    def branch_taken(self, location):
+        """The branch to inline at `location`, or None to build a cond."""
+        seen = self.branches.get(location)
+        if location in self.relaxed or not seen or len(seen) != 1:
+            return None
+        return next(iter(seen))
+
+    def trip_count(self, location):
+        """The number of iterations to unroll at `location`, or None to build a while_loop."""
+        seen = self.trip_counts.get(location)
+        if location in self.relaxed or not seen or len(seen) != 1:
+            return None
+        return next(iter(seen))
+
+
+class profiling:
+    """Context manager: record tensor predicates into `profile` while code runs imperatively."""
+
+    def __init__(self, profile):
+        self.profile = profile
+
+    def __enter__(self):
+        self.outer = getattr(_local, "profile", None)
+        _local.profile = self.profile
+
+    def __exit__(self, *exc):
+        _local.profile = self.outer
+
+
+def record_branch(location, cond):
+    profile = getattr(_local, "profile", None)
+    if profile is not None and isinstance(cond, mx.nd.NDArray):
+        profile.branches.setdefault(location, set()).add(bool(cond.asscalar()))
+
+
+def record_trip_count(location, count):
+    profile = getattr(_local, "profile", None)
+    if profile is not None:
+        profile.trip_counts.setdefault(location, set()).add(count)
+
+
+class Guard:
+    """One assumption checked inside the graph: `holds` must be nonzero."""
+
+    def __init__(self, location, holds, message):
+        self.location = location
+        self.holds = holds
+        self.message = message

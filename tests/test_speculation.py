@@ -1,0 +1,107 @@
+"""Speculation: profile the first calls, inline branches and unroll loops behind guards,
+fall back to imperative on a failed guard, and stop assuming what failed."""
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+import gluon_dyn
+from conftest import nd
+
+
+class Speculative(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(2, in_units=2)
+        self.state = None
+
+    def forward(self, x, limit):
+        steps = mx.nd.zeros((1,))
+        while mx.nd.sum(steps) < mx.nd.sum(limit):
+            x = mx.nd.tanh(self.dense(x))
+            steps = steps + 1
+        if mx.nd.sum(x) > -100:
+            x = x * 2
+        else:
+            x = x - 1
+        self.state = x
+        return x
+
+
+def pair():
+    mx.random.seed(0)
+    blocks = [Speculative(), Speculative()]
+    for block in blocks:
+        block.initialize(mx.init.Uniform(0.5))
+    for (_, a), (_, b) in zip(sorted(blocks[0].collect_params().items()),
+                              sorted(blocks[1].collect_params().items())):
+        b.set_data(a.data())
+    blocks[1].hybridize(dynamic=True, profile_calls=3)
+    return blocks
+
+
+def run(block, limit):
+    x = nd([[0.3, -0.4]])
+    x.attach_grad()
+    block.collect_params().zero_grad()
+    with autograd.record():
+        out = block(x, nd([limit]))
+    out.backward()
+    return out.asnumpy(), x.grad.asnumpy(), block.dense.weight.grad().asnumpy(), \
+        block.state.asnumpy()
+
+
+def assert_same(a, b):
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+
+
+def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
+    imperative, dynamic = pair()
+    for _ in range(5):                       # 3 profiled calls, then the speculative graph
+        assert_same(run(dynamic, 2), run(imperative, 2))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["traces"] == 1 and report["guard_failures"] == []
+    fates = set(report["statements"].values())
+    assert "while: unrolled 2 iterations (speculated, guarded)" in fates
+    assert "if: inlined the then branch (speculated, guarded)" in fates
+    ops = set(cached_graph_ops_of(dynamic))
+    assert "_while_loop" not in ops and "_cond" not in ops and "gluon_dyn_assert" in ops
+
+    # A new trip count fails the guard inside the graph: this call runs imperatively,
+    # with nothing half-written, and the loop is no longer unrolled.
+    state_before = dynamic.state.asnumpy().copy()
+    assert_same(run(dynamic, 3), run(imperative, 3))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert len(report["guard_failures"]) == 1
+    assert "trip count differs from 2" in report["guard_failures"][0]
+    assert not np.allclose(dynamic.state.asnumpy(), state_before)   # written by the imperative run
+    for limit in (1, 4, 0):
+        assert_same(run(dynamic, limit), run(imperative, limit))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert len(report["guard_failures"]) == 1 and report["traces"] == 2
+    assert "while: while_loop (graph)" in report["statements"].values()
+
+
+def cached_graph_ops_of(block):
+    runner = vars(block)["forward"]
+    graph = next(iter(runner.graphs.values()))
+    return graph.ops
+
+
+def test_guard_failure_in_the_middle_of_training_gives_imperative_gradients():
+    imperative, dynamic = pair()
+    trainers = [gluon.Trainer(b.collect_params(), "sgd", {"learning_rate": 0.1})
+                for b in (imperative, dynamic)]
+    for limit in (1, 1, 1, 1, 1, 2, 2, 1, 0, 1):
+        for block, trainer in zip((imperative, dynamic), trainers):
+            x = nd([[0.3, -0.4]])
+            x.attach_grad()
+            with autograd.record():
+                out = block(x, nd([limit]))
+            out.backward()
+            trainer.step(1, ignore_stale_grad=True)
+    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                              sorted(dynamic.collect_params().items())):
+        np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5, atol=1e-6)
+    assert gluon_dyn.hybridize.report(dynamic)["guard_failures"]
