@@ -458,3 +458,28 @@ def test_range_over_a_tensor_and_training_mode_with_trainer_steps():
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["fallback"] is None and report["traces"] == 2   # one graph per training mode
     assert "for: while_loop over a range with tensor bounds (graph)" in report["statements"].values()
+
+
+class BeginState(gluon.Block):
+    """States made by library code (`begin_state`) mixed with traced inputs."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = gluon.rnn.GRUCell(3, input_size=2)
+
+    def forward(self, seq):
+        states = self.cell.begin_state(batch_size=seq.shape[1])
+        outputs = []
+        for t in range(seq.shape[0]):
+            out, states = self.cell(seq[t], states)
+            outputs.append(out)
+        return mx.nd.stack(*outputs)
+
+
+def test_arrays_made_by_library_code_become_graph_inputs():
+    rng = np.random.RandomState(3)
+    calls = [(nd(rng.randn(length, 2, 2)),) for length in (4, 2, 4)]
+    imperative, dynamic = run_both(BeginState, calls)
+    assert_calls_equal(imperative, dynamic)
+    assert gluon_dyn.hybridize.report(dynamic[-1][2])["fallback"] is None

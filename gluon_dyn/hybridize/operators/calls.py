@@ -59,9 +59,27 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
             raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
         if id(f) in _symbolic:
             f = _symbolic[id(f)]
-            args = tuple(_as_symbol(a, trace) for a in args)
-            kwargs = {k: _as_symbol(v, trace) for k, v in (kwargs or {}).items()} or None
+            args, kwargs = _captured(args, kwargs, trace)
+        elif trace.ndarray_code and _has_symbol(list(args) + list((kwargs or {}).values())):
+            # Mixing arrays made outside converted code (a cell's begin_state) with
+            # traced values: the arrays become graph inputs. They are functions of the
+            # values the graph is keyed on, so they are the same on every call.
+            args, kwargs = _captured(args, kwargs, trace)
     return api.converted_call(f, args, kwargs, caller_fn_scope, options)
+
+
+def _has_symbol(values):
+    return any(isinstance(v, mx.sym.Symbol) or (isinstance(v, (list, tuple)) and _has_symbol(v))
+               for v in values)
+
+
+def _captured(args, kwargs, trace):
+    def convert(value):
+        if isinstance(value, (list, tuple)):
+            return type(value)(convert(v) for v in value)
+        return _as_symbol(value, trace)
+    return (tuple(convert(a) for a in args),
+            {k: convert(v) for k, v in (kwargs or {}).items()} or None)
 
 
 def entered_context(manager):
