@@ -215,24 +215,52 @@ class TreeSum(gluon.Block):
         return total
 
 
-def test_recursion_over_python_trees_stays_correct():
-    tree = Node(children=[Node(nd([[0.5, 1.0]])), Node(children=[Node(nd([[1.0, -1.0]])),
-                                                                 Node(nd([[0.2, 0.3]]))])])
+def random_tree(rng, leaves):
+    if leaves == 1:
+        return Node(nd(rng.randn(1, 2)))
+    left = rng.randint(1, leaves)
+    return Node(children=[random_tree(rng, left), random_tree(rng, leaves - left)])
+
+
+def compare_on_trees(trees):
     imperative, dynamic = make(TreeSum, False), make(TreeSum, True)
+    for tree in trees:
+        outputs = []
+        for block in (imperative, dynamic):
+            block.collect_params().zero_grad()
+            with autograd.record():
+                out = block(tree)
+            out.backward()
+            outputs.append((out.asnumpy(), grads(block)))
+        np.testing.assert_allclose(outputs[1][0], outputs[0][0], rtol=1e-5, atol=1e-6)
+        for name, grad in outputs[0][1].items():
+            np.testing.assert_allclose(outputs[1][1][name], grad, rtol=1e-5, atol=1e-6)
+    return gluon_dyn.hybridize.report(dynamic)
+
+
+def test_recursion_over_python_trees_is_specialised_on_their_structure():
+    rng = np.random.RandomState(0)
+    shapes = [random_tree(np.random.RandomState(seed), 5) for seed in (1, 2)]
+    # Same two structures again and again, with new leaf values each time.
+    trees = [random_tree(np.random.RandomState(1 + i % 2), 5) for i in range(8)]
+    for tree in trees:
+        for leaf in _leaves(tree):
+            leaf.value = nd(rng.randn(1, 2))
+    report = compare_on_trees(shapes + trees)
+    assert report["fallback"] is None
+    assert report["traces"] == 2 and report["cached_graphs"] == 2
+
+
+def _leaves(tree):
+    return [tree] if not tree.children else [leaf for c in tree.children for leaf in _leaves(c)]
+
+
+def test_trees_of_a_new_shape_on_every_call_fall_back_to_python():
+    rng = np.random.RandomState(4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for _ in range(2):
-            outputs = []
-            for block in (imperative, dynamic):
-                block.collect_params().zero_grad()
-                with autograd.record():
-                    out = block(tree)
-                out.backward()
-                outputs.append((out.asnumpy(), grads(block)))
-            np.testing.assert_allclose(outputs[1][0], outputs[0][0], rtol=1e-6)
-            for name, grad in outputs[0][1].items():
-                np.testing.assert_allclose(outputs[1][1][name], grad, rtol=1e-6)
-    assert "Python object" in gluon_dyn.hybridize.report(dynamic)["fallback"]
+        report = compare_on_trees([random_tree(rng, rng.randint(8, 14)) for _ in range(20)])
+    assert "structure differs on most calls" in report["fallback"]
 
 
 class LoopExits(gluon.Block):

@@ -18,14 +18,16 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from .. import native
-from . import speculation, tracing
+from . import arguments, speculation, tracing
 from .dynamic import MAX_GRAPHS, report_dict
 from .python_state import (as_list, changed_values, container_contents, like, owner_of,
                            public_attributes, python_state, restore, restore_contents,
                            tensor_attributes)
 from .transpiler import convert
 
-_SIMPLE_ARGS = (bool, int, float, str, type(None))
+# Calls whose arguments need a new graph, before structures that keep changing
+# (say, a different parse tree on every call) make the block run as Python.
+MISSES_BEFORE_GIVING_UP = 8
 
 
 class TracedGraph:
@@ -53,6 +55,8 @@ class BlockRunner:
         self.profile_calls = profile_calls
         self.speculate = speculate
         self.calls = 0
+        self.running = False
+        self.misses = 0
         self.guard_failures = []
         self.converted = ["%s.forward" % type(block).__name__]
         for child in _plain_children(block):
@@ -60,21 +64,36 @@ class BlockRunner:
             self.converted.append("%s.forward" % type(child).__name__)
 
     def __call__(self, *args):
-        if self.fallback is not None:
+        if self.fallback is not None or self.running:
+            # A recursive call (a tree model calling its own forward) is part of the
+            # call already being run, or traced: inline it.
             return self.forward(*args)
+        self.running = True
+        try:
+            return self._call(args)
+        finally:
+            self.running = False
+
+    def _call(self, args):
         self.calls += 1
         if self.speculate and self.calls <= self.profile_calls:
             with speculation.profiling(self.profile):
                 return self.forward(*args)
-        if not all(isinstance(a, (mx.nd.NDArray,) + _SIMPLE_ARGS) for a in args):
-            return self._fall_back("an argument is a Python object (%s); graphs are keyed by "
-                                   "array shapes and simple values" % _first_object(args), args)
-        key = (autograd.is_training(), python_state(self.block),
-               tuple((a.shape, a.dtype) if isinstance(a, mx.nd.NDArray) else a for a in args))
+        try:
+            layout = arguments.ArgumentLayout(args)
+        except arguments.Unsupported as error:
+            return self._fall_back(str(error), args)
+        key = (autograd.is_training(), python_state(self.block), layout.structure)
         graph = self.graphs.get(key)
         if graph is None:
+            self.misses += 1
+            if self.misses > MISSES_BEFORE_GIVING_UP and self.misses > self.calls / 2:
+                return self._fall_back(
+                    "the arguments' structure differs on most calls (%d new structures in %d "
+                    "calls); a graph per structure would be slower than running as Python"
+                    % (self.misses, self.calls), args)
             try:
-                graph = self._trace(args)
+                graph = self._trace(args, layout)
             except ControlFlowError:
                 raise
             except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
@@ -95,17 +114,23 @@ class BlockRunner:
                                                                         reason), stacklevel=3)
         return self.forward(*args) if run else None
 
-    def _trace(self, args):
+    def _trace(self, args, layout):
         self.traces += 1
         prefix = self.block.prefix.rstrip("_") or "block"
-        sources, shapes, symbols = {}, {}, []
-        for i, arg in enumerate(args):
-            if isinstance(arg, mx.nd.NDArray):
+        sources, shapes, symbols = {}, {}, list(args)
+        replaced = []
+        try:
+            for i, path in enumerate(layout.leaves):
                 name = "%s_data%d" % (prefix, i)
-                sources[name], shapes[name] = ("arg", i), arg.shape
-                symbols.append(mx.sym.var(name))
-            else:
-                symbols.append(arg)
+                array = arguments.put(symbols, path, mx.sym.var(name))
+                replaced.append((path, array))
+                sources[name], shapes[name] = ("arg", path), array.shape
+            return self._trace_with(prefix, sources, shapes, symbols)
+        finally:
+            for path, array in reversed(replaced):
+                arguments.put(symbols, path, array)
+
+    def _trace_with(self, prefix, sources, shapes, symbols):
         saved = public_attributes(self.block)
         states = tensor_attributes(self.block)
         for path, (owner, attr, value) in states.items():
@@ -172,7 +197,7 @@ class BlockRunner:
         inputs = []
         for kind, what in graph.input_sources:
             if kind == "arg":
-                inputs.append(args[what])
+                inputs.append(arguments.get(args, what))
             elif kind == "state":
                 path, j = what
                 inputs.append(as_list(states[path][2])[j])
@@ -240,10 +265,6 @@ def _cached_op_flags(graph):
     if '"_cond"' not in graph.tojson() and '"_while_loop"' not in graph.tojson():
         flags.append(("static_shape", True))
     return flags
-
-
-def _first_object(args):
-    return next(type(a).__name__ for a in args if not isinstance(a, (mx.nd.NDArray,) + _SIMPLE_ARGS))
 
 
 def _flatten_outputs(out):
