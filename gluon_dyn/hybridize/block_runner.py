@@ -46,6 +46,7 @@ class BlockRunner:
 
     def __init__(self, block, profile_calls=3, speculate=True):
         self.block = block
+        self.original = type(block).forward.__get__(block)
         self.forward = convert(type(block).forward).__get__(block)
         self.graphs = collections.OrderedDict()
         self.traces = 0
@@ -64,6 +65,9 @@ class BlockRunner:
             self.converted.append("%s.forward" % type(child).__name__)
 
     def __call__(self, *args):
+        if self.fallback is not None and not self.running:
+            # As written: converted code running on NDArrays only adds overhead.
+            return self.original(*args)
         if self.fallback is not None or self.running:
             # A recursive call (a tree model calling its own forward) is part of the
             # call already being run, or traced: inline it.
