@@ -511,3 +511,28 @@ def test_arrays_made_by_library_code_become_graph_inputs():
     imperative, dynamic = run_both(BeginState, calls)
     assert_calls_equal(imperative, dynamic)
     assert gluon_dyn.hybridize.report(dynamic[-1][2])["fallback"] is None
+
+
+class Memo(gluon.Block):
+    """Keeps arrays in a dict on self, overwriting an existing key."""
+
+    def __init__(self):
+        super().__init__()
+        self.memory = {"last": mx.nd.zeros((1,))}
+
+    def forward(self, x):
+        self.memory["last"] = x * 2
+        return x + 1
+
+
+def test_arrays_stored_into_a_kept_dict_fall_back_and_stay_arrays():
+    block, imperative = Memo(), Memo()
+    block.hybridize(dynamic=True, speculate=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for value in (1.0, 2.0, 3.0):
+            np.testing.assert_allclose(block(nd([value])).asnumpy(), imperative(nd([value])).asnumpy())
+            assert isinstance(block.memory["last"], mx.nd.NDArray)
+            np.testing.assert_allclose(block.memory["last"].asnumpy(),
+                                       imperative.memory["last"].asnumpy())
+    assert "stores graph values into a container (a dict" in gluon_dyn.hybridize.report(block)["fallback"]

@@ -146,3 +146,24 @@ def test_a_trace_that_stops_leaves_no_side_effect_behind(capsys):
             block(nd([1.0]))
     assert block.log == ["called"] * 3
     assert capsys.readouterr().out.count("hybrid_forward called") == 3
+
+
+class KeepsSymbols(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.memory = {"last": None}
+
+    def hybrid_forward(self, F, x):
+        self.memory["last"] = x * 2
+        return x + 1
+
+
+def test_graph_values_stored_into_kept_containers_fall_back():
+    block = KeepsSymbols()
+    block.hybridize(dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for value in (1.0, 2.0):
+            np.testing.assert_allclose(block(nd([value])).asnumpy(), [value + 1])
+            np.testing.assert_allclose(block.memory["last"].asnumpy(), [value * 2])
+    assert "stores graph values into" in gluon_dyn.hybridize.report(block)["fallback"]

@@ -20,8 +20,8 @@ from ..ops import ControlFlowError
 from .. import native
 from . import arguments, speculation, tracing
 from .dynamic import MAX_GRAPHS, report_dict
-from .python_state import (as_list, changed_values, container_contents, like, owner_of,
-                           public_attributes, python_state, restore, restore_contents,
+from .python_state import (as_list, changed_values, container_contents, holding_symbols, like,
+                           owner_of, public_attributes, python_state, restore, restore_contents,
                            tensor_attributes)
 from .transpiler import convert
 
@@ -136,6 +136,7 @@ class BlockRunner:
 
     def _trace_with(self, prefix, sources, shapes, symbols):
         saved = public_attributes(self.block)
+        containers = container_contents(self.block)   # before state is swapped for variables
         states = tensor_attributes(self.block)
         for path, (owner, attr, value) in states.items():
             variables = []
@@ -149,7 +150,6 @@ class BlockRunner:
         trace = tracing.Trace(prefix, shapes)
         trace.profile = self.profile if self.speculate else None
         before = python_state(self.block)
-        containers = container_contents(self.block)
         try:
             with tracing.tracing(trace):
                 try:
@@ -163,7 +163,16 @@ class BlockRunner:
             raise
         written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
                    if any(isinstance(v, mx.sym.Symbol) for v in as_list(value))}
-        restore(self.block, saved, everything=False)
+        restore(self.block, saved, everything=False)   # state attributes: written back after runs
+        leaked = holding_symbols(self.block, containers)
+        if leaked:
+            # Traced values stored into a list or dict: they cannot be written back
+            # from the graph, so the forward runs as Python.
+            restore(self.block, saved, everything=True)
+            restore_contents(containers)
+            raise tracing.FallbackRequired("the forward stores graph values into %s (a %s it "
+                                           "keeps), which a graph cannot write back" % leaked,
+                                           type(self.block).__name__)
         # Python state the forward changed has changed once, as it would have
         # imperatively; this call uses the graph, later calls run as Python.
         changed = changed_values(before, python_state(self.block))

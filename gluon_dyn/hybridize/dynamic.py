@@ -19,8 +19,8 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from . import tracing
-from .python_state import (changed_values, container_contents, public_attributes, python_state,
-                           restore, restore_contents)
+from .python_state import (changed_values, container_contents, holding_symbols,
+                           public_attributes, python_state, restore, restore_contents)
 from .transpiler import convert
 
 MAX_GRAPHS = 16
@@ -99,6 +99,11 @@ def _call_cached_op_with_guards(call_cached_op):
         try:
             with tracing.tracing(trace):
                 out = call_cached_op(self, *args)
+            leaked = holding_symbols(self, containers)
+            if leaked:
+                raise tracing.FallbackRequired(
+                    "the forward stores graph values into %s (a %s it keeps), which a graph "
+                    "cannot write back" % (leaked[0], leaked[1]), type(self).__name__)
         except BaseException as error:
             # All or nothing: a trace that stops leaves no trace of itself behind.
             restore(self, saved, everything=True)

@@ -115,14 +115,26 @@ def container_contents(block):
     return [(container, container.copy()) for container in containers]
 
 
+def holding_symbols(block, containers):
+    """(name, kind) of the first attribute or kept container a trace left a Symbol in."""
+    for path, (_, _, value) in public_attributes(block).items():
+        if isinstance(value, mx.sym.Symbol):
+            return path, "attribute"
+    for container, _ in containers:
+        values = container.values() if isinstance(container, dict) else container
+        if any(isinstance(v, mx.sym.Symbol) for v in values):
+            return "a container", type(container).__name__
+    return None
+
+
 def restore_contents(saved):
+    # Refilled unconditionally: comparing contents would compare arrays elementwise.
     for container, contents in saved:
-        if container != contents:
-            container.clear()
-            if isinstance(container, list):
-                container.extend(contents)
-            else:
-                container.update(contents)
+        container.clear()
+        if isinstance(container, list):
+            container.extend(contents)
+        else:
+            container.update(contents)
 
 
 def owner_of(block, path):
