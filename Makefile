@@ -38,3 +38,9 @@ demo: setup
 
 clean:
 	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info
+
+# Optional: PyTorch (CPU) for the context columns of the benchmarks; never a
+# dependency of gluon_dyn itself.
+.PHONY: bench-extra
+bench-extra: setup
+	$(PY) -m pip install -q torch==2.13.0

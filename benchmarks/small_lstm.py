@@ -3,7 +3,9 @@
 Variants, interleaved in one run, medians of many repeats after warm-up:
 - imperative:      the Block as written, run op by op;
 - dynamic:         the same Block, net.hybridize(dynamic=True);
-- hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True).
+- hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True);
+- pytorch eager:   the same loop over torch.nn.LSTMCell, for context, when the optional
+                   benchmark extra is installed (`make bench-extra`).
 Prints milliseconds per sequence and the ratios. Inference and training.
 """
 import argparse
@@ -46,6 +48,31 @@ class UnrolledLSTM(gluon.HybridBlock):
         return self.head(out)
 
 
+class TorchLoop:
+    """The same program in PyTorch eager (context only; never a dependency)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.cell = torch.nn.LSTMCell(INPUT, HIDDEN)
+        self.head = torch.nn.Linear(HIDDEN, 1)
+        torch.set_num_threads(2)
+
+    def __call__(self, seq):
+        h = (self.torch.zeros(BATCH, HIDDEN), self.torch.zeros(BATCH, HIDDEN))
+        for t in range(seq.shape[0]):
+            h = self.cell(seq[t], h)
+        return self.head(h[0])
+
+
+def torch_step(net, seq, train):
+    if train:
+        net.cell.zero_grad()
+        net(seq).sum().backward()
+    else:
+        with net.torch.no_grad():
+            net(seq)
+
+
 def build():
     mx.random.seed(0)
     variants = {"imperative": LoopLSTM(), "dynamic": LoopLSTM(), "hand-unrolled": UnrolledLSTM()}
@@ -78,22 +105,34 @@ def main():
     args = parser.parse_args()
     seq = mx.nd.random.normal(shape=(STEPS, BATCH, INPUT))
     variants = build()
+    runners = {name: (lambda net: lambda train: step(net, seq, train))(net)
+               for name, net in variants.items()}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch_net, torch_seq = TorchLoop(torch), torch.from_numpy(seq.asnumpy())
+        runners["pytorch eager"] = lambda train: torch_step(torch_net, torch_seq, train)
     for train in (False, True):
-        for net in variants.values():
-            for _ in range(3):
-                step(net, seq, train)  # warm-up, including the first traces
-        times = {name: [] for name in variants}
+        for run in runners.values():
+            for _ in range(5):
+                run(train)  # warm-up: the profiled calls and the first trace
+        times = {name: [] for name in runners}
         for _ in range(args.repeats):
-            for name, net in variants.items():   # interleaved
+            for name, run in runners.items():   # interleaved
                 start = time.perf_counter()
-                step(net, seq, train)
+                run(train)
                 times[name].append((time.perf_counter() - start) * 1000)
         medians = {name: statistics.median(t) for name, t in times.items()}
         mode = "training " if train else "inference"
-        print("%s  " % mode + "  ".join("%s %.2f ms" % item for item in medians.items()) +
-              "  | dynamic vs imperative %.2fx, vs hand-unrolled %.2fx" % (
-                  medians["imperative"] / medians["dynamic"],
-                  medians["hand-unrolled"] / medians["dynamic"]))
+        line = "%s  " % mode + "  ".join("%s %.2f ms" % item for item in medians.items()) + \
+            "  | dynamic vs imperative %.2fx, vs hand-unrolled %.2fx" % (
+                medians["imperative"] / medians["dynamic"],
+                medians["hand-unrolled"] / medians["dynamic"])
+        if "pytorch eager" in medians:
+            line += ", vs pytorch eager %.2fx" % (medians["pytorch eager"] / medians["dynamic"])
+        print(line)
     print("report:", gluon_dyn.hybridize.report(variants["dynamic"])["statements"])
 
 

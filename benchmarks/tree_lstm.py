@@ -4,6 +4,8 @@ Trees per second, inference and training, imperative vs hybridize(dynamic=True),
 two streams: a small set of trees seen again and again (epochs over a small dataset:
 one graph per tree structure), and a new random tree on every call (no structure
 repeats: the block gives up specialising and runs as Python, at imperative speed).
+PyTorch eager runs the same model for context when the optional benchmark extra is
+installed (`make bench-extra`).
 """
 import argparse
 import statistics
@@ -60,6 +62,49 @@ class ChildSumTreeLSTM(gluon.Block):
         return self.out(self.node(tree)[0])
 
 
+class TorchTreeLSTM:
+    """The same model in PyTorch eager (context only; never a dependency)."""
+
+    def __init__(self, torch):
+        nn = torch.nn
+        self.torch = torch
+        self.embed, self.iou_x = nn.Embedding(VOCAB, EMBED), nn.Linear(EMBED, 3 * HIDDEN)
+        self.iou_h = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
+        self.f_h, self.out = nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, 5)
+        self.modules = [self.embed, self.iou_x, self.iou_h, self.f_h, self.out]
+        torch.set_num_threads(2)
+
+    def node(self, tree):
+        t = self.torch
+        if not tree.children:
+            i, o, u = self.iou_x(self.embed(tree.torch_word)).chunk(3, dim=1)
+            c = t.sigmoid(i) * t.tanh(u)
+            return t.sigmoid(o) * t.tanh(c), c
+        states = [self.node(child) for child in tree.children]
+        h_sum = sum(h for h, _ in states)
+        i, o, u = self.iou_h(h_sum).chunk(3, dim=1)
+        c = t.sigmoid(i) * t.tanh(u)
+        for h, child_c in states:
+            c = c + t.sigmoid(self.f_h(h)) * child_c
+        return t.sigmoid(o) * t.tanh(c), c
+
+    def __call__(self, tree, train):
+        if train:
+            for module in self.modules:
+                module.zero_grad()
+            self.out(self.node(tree)[0]).sum().backward()
+        else:
+            with self.torch.no_grad():
+                self.out(self.node(tree)[0])
+
+
+def attach_torch_words(tree, torch):
+    tree.torch_word = None if tree.word is None else torch.from_numpy(
+        tree.word.asnumpy().astype("int64"))
+    for child in tree.children:
+        attach_torch_words(child, torch)
+
+
 def build():
     mx.random.seed(0)
     nets = {"imperative": ChildSumTreeLSTM(), "dynamic": ChildSumTreeLSTM()}
@@ -83,16 +128,21 @@ def run(net, tree, train):
     return out
 
 
-def measure(stream, train, repeats):
+def measure(stream, train, repeats, torch):
     nets = build()
+    runners = {name: (lambda net: lambda tree: run(net, tree, train))(net)
+               for name, net in nets.items()}
+    if torch is not None:
+        torch_net = TorchTreeLSTM(torch)
+        runners["pytorch eager"] = lambda tree: torch_net(tree, train)
     for tree in stream[:repeats]:           # warm-up: profiling calls and first traces
-        for net in nets.values():
-            run(net, tree, train)
-    times = {name: [] for name in nets}
+        for runner in runners.values():
+            runner(tree)
+    times = {name: [] for name in runners}
     for tree in stream[repeats:]:
-        for name, net in nets.items():
+        for name, runner in runners.items():
             start = time.perf_counter()
-            run(net, tree, train)
+            runner(tree)
             times[name].append(time.perf_counter() - start)
     rate = {name: 1.0 / statistics.median(t) for name, t in times.items()}
     return rate, gluon_dyn.hybridize.report(nets["dynamic"])
@@ -107,12 +157,20 @@ def main():
     streams = {"8 trees, repeated": [dataset[i % 8] for i in range(args.calls)],
                "new tree every call": [random_tree(rng, rng.randint(20, 31))
                                        for _ in range(args.calls)]}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        for tree in dataset + streams["new tree every call"]:
+            attach_torch_words(tree, torch)
     for stream_name, stream in streams.items():
         for train in (False, True):
-            rate, report = measure(stream, train, repeats=16)
-            print("%-20s %-9s imperative %6.1f trees/s  dynamic %6.1f trees/s  (%.2fx)  graphs %d%s"
+            rate, report = measure(stream, train, 16, torch)
+            context = "  pytorch eager %6.1f trees/s" % rate["pytorch eager"] if torch else ""
+            print("%-20s %-9s imperative %6.1f trees/s  dynamic %6.1f trees/s  (%.2fx)%s  graphs %d%s"
                   % (stream_name, "training" if train else "inference", rate["imperative"],
-                     rate["dynamic"], rate["dynamic"] / rate["imperative"],
+                     rate["dynamic"], rate["dynamic"] / rate["imperative"], context,
                      report["cached_graphs"],
                      "; runs as Python: " + report["fallback"][:40] if report["fallback"] else ""))
 
