@@ -105,3 +105,19 @@ def test_guard_failure_in_the_middle_of_training_gives_imperative_gradients():
                               sorted(dynamic.collect_params().items())):
         np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5, atol=1e-6)
     assert gluon_dyn.hybridize.report(dynamic)["guard_failures"]
+
+
+def test_an_assumption_is_made_again_until_it_has_failed_max_guard_failures_times():
+    mx.random.seed(0)
+    imperative, dynamic = Speculative(), Speculative()
+    for block in (imperative, dynamic):
+        block.initialize(mx.init.Constant(0.1))
+    dynamic.hybridize(dynamic=True, profile_calls=2, max_guard_failures=2)
+    limits = [1, 1, 1, 2, 2, 3, 3, 1]
+    for limit in limits:
+        assert_same(run(dynamic, limit), run(imperative, limit))
+    report = gluon_dyn.hybridize.report(dynamic)
+    # 1 assumed, fails at 2 and is re-assumed as 2; fails at 3: the second failure relaxes it.
+    assert [m.split(": ")[-1] for m in report["guard_failures"]] == [
+        "trip count differs from 1", "trip count differs from 2"]
+    assert "while: while_loop (graph)" in report["statements"].values()

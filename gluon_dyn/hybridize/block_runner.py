@@ -44,7 +44,7 @@ class TracedGraph:
 class BlockRunner:
     """Replaces `forward` on a Block hybridized with dynamic=True."""
 
-    def __init__(self, block, profile_calls=3, speculate=True):
+    def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1):
         self.block = block
         self.original = type(block).forward.__get__(block)
         self.forward = convert(type(block).forward).__get__(block)
@@ -52,7 +52,7 @@ class BlockRunner:
         self.traces = 0
         self.fallback = None
         self.statements = {}
-        self.profile = speculation.Profile()
+        self.profile = speculation.Profile(max_guard_failures)
         self.profile_calls = profile_calls
         self.speculate = speculate
         self.calls = 0
@@ -251,7 +251,7 @@ class BlockRunner:
         # The run's results are dropped and nothing was written back; the call runs
         # as Python, and the assumption is not made again.
         self.guard_failures.append(guard.message)
-        self.profile.relaxed.add(guard.location)
+        self.profile.guard_failed(guard.location)
         self.graphs.clear()
         with speculation.profiling(self.profile):
             return self.forward(*args)

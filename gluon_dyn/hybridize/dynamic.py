@@ -147,10 +147,12 @@ def _hybridize_with_dynamic(hybridize):
 
 def _block_hybridize_with_dynamic(hybridize):
     @functools.wraps(hybridize)
-    def wrapper(self, active=True, dynamic=False, profile_calls=3, speculate=True, **kwargs):
+    def wrapper(self, active=True, dynamic=False, profile_calls=3, speculate=True,
+                max_guard_failures=1, **kwargs):
         from .block_runner import BlockRunner  # it builds on this module
         if dynamic and active:
-            self.forward = BlockRunner(self, profile_calls=profile_calls, speculate=speculate)
+            self.forward = BlockRunner(self, profile_calls=profile_calls, speculate=speculate,
+                                       max_guard_failures=max_guard_failures)
         elif isinstance(vars(self).get("forward"), BlockRunner):
             del self.forward
         return hybridize(self, active, **kwargs)

@@ -5,8 +5,9 @@ branch it took and each `while` on a tensor its trip count, by source line. A
 trace then inlines a branch that always went one way and unrolls a loop whose
 trip count never changed, and adds a guard for each such assumption: a
 `gluon_dyn_assert` node that fails the graph run when the tensor disagrees. A
-failed guard discards that run (the call runs imperatively instead) and the
-assumption is dropped, so the next trace builds `cond` / `while_loop` there.
+failed guard discards that run (the call runs imperatively instead); an assumption
+that has failed `max_failures` times (default 1) is no longer made, so the next trace
+builds `cond` / `while_loop` there.
 """
 import threading
 
@@ -18,10 +19,22 @@ _local = threading.local()
 class Profile:
     """Observed behaviour of tensor predicates, by "file:line"."""
 
-    def __init__(self):
+    def __init__(self, max_failures=1):
         self.branches = {}      # location -> set of bools taken
         self.trip_counts = {}   # location -> set of ints
-        self.relaxed = set()    # locations whose assumption failed: never speculated again
+        self.failures = {}      # location -> failed guards so far
+        self.max_failures = max_failures
+        self.relaxed = set()    # locations never speculated again
+
+    def guard_failed(self, location):
+        """After `max_failures` failures an assumption is no longer made; before
+        that, the location is profiled afresh (from the failing call on)."""
+        self.failures[location] = self.failures.get(location, 0) + 1
+        if self.failures[location] >= self.max_failures:
+            self.relaxed.add(location)
+        else:
+            self.branches.pop(location, None)
+            self.trip_counts.pop(location, None)
 
     def branch_taken(self, location):
         """The branch to inline at `location`, or None to build a cond."""
