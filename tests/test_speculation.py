@@ -121,3 +121,50 @@ def test_an_assumption_is_made_again_until_it_has_failed_max_guard_failures_time
     assert [m.split(": ")[-1] for m in report["guard_failures"]] == [
         "trip count differs from 1", "trip count differs from 2"]
     assert "while: while_loop (graph)" in report["statements"].values()
+
+
+class BatchFree(gluon.Block):
+    """Never reads its input's batch size."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=8)
+
+    def forward(self, x):
+        y = self.dense(x)
+        if mx.nd.sum(y) > 0:
+            y = y * 2
+        return y
+
+
+class BatchReader(BatchFree):
+    """Reads its input's batch size (to build a zero state)."""
+
+    def forward(self, x):
+        return self.dense(x) + mx.nd.zeros((x.shape[0], 3))
+
+
+def run_batches(cls, batches):
+    mx.random.seed(0)
+    imperative, dynamic = cls(), cls()
+    for block in (imperative, dynamic):
+        block.initialize(mx.init.Constant(0.05))
+    dynamic.hybridize(dynamic=True, speculate=False)
+    rng = np.random.RandomState(0)
+    for batch in batches:
+        x = nd(rng.randn(batch, 8))
+        np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(), rtol=1e-5)
+    return gluon_dyn.hybridize.report(dynamic)
+
+
+def test_a_dimension_never_read_is_relaxed_once_it_varies():
+    # (4, 8): an exact graph; (3, 8): batch varied and was never read -> a (?, 8) graph,
+    # which (2, 8), (6, 8) and (4, 8) reuse.
+    report = run_batches(BatchFree, [4, 3, 2, 6, 4])
+    assert report["traces"] == 2 and report["cached_graphs"] == 2
+
+
+def test_a_graph_that_read_a_dimension_is_specialised_to_it():
+    report = run_batches(BatchReader, [4, 3, 4, 2])
+    assert report["traces"] == 3

@@ -64,6 +64,24 @@ class ArgumentLayout:
         self._seen.add(id(container))
 
 
+def relaxed_structure(layout, relaxed):
+    """`layout.structure` with the array dimensions in `relaxed` (leaf index -> dims)
+    as None: a graph keyed so serves every size of them."""
+    parts, leaf = [], 0
+    for part in layout.structure:
+        if part[0] == "array":
+            dims = relaxed.get(leaf, ())
+            part = ("array", tuple(None if i in dims else d for i, d in enumerate(part[1])),
+                    part[2])
+            leaf += 1
+        parts.append(part)
+    return tuple(parts)
+
+
+def array_shapes(layout):
+    return [part[1] for part in layout.structure if part[0] == "array"]
+
+
 def get(args, path):
     value = args
     for kind, step in path:

@@ -56,6 +56,8 @@ class BlockRunner:
         self.profile_calls = profile_calls
         self.speculate = speculate
         self.calls = 0
+        self.read_dims = {}     # argument array index -> shape dimensions traced code read
+        self.sizes = {}         # (argument array index, dimension) -> sizes seen
         self.running = False
         self.misses = 0
         self.guard_failures = []
@@ -87,7 +89,9 @@ class BlockRunner:
             layout = arguments.ArgumentLayout(args)
         except arguments.Unsupported as error:
             return self._fall_back(str(error), args)
-        key = (autograd.is_training(), python_state(self.block), layout.structure)
+        self._note_sizes(layout)
+        state = (autograd.is_training(), python_state(self.block))
+        key = state + (arguments.relaxed_structure(layout, self._relaxed_dims()),)
         graph = self.graphs.get(key)
         if graph is None:
             self.misses += 1
@@ -107,10 +111,25 @@ class BlockRunner:
                 self._fall_back("the forward changes Python state (%s) while it runs"
                                 % ", ".join(graph.python_changes), args, run=False)
                 return result
+            # Shape relaxation: a graph serves every size of a dimension that has varied
+            # and that no trace read (exact shapes first, as JANUS: (4,8), (3,8) -> (?,8)).
+            key = state + (arguments.relaxed_structure(layout, self._relaxed_dims()),)
             self.graphs[key] = graph
             while len(self.graphs) > MAX_GRAPHS:
                 self.graphs.popitem(last=False)
         return self._run(graph, args)
+
+    def _note_sizes(self, layout):
+        for leaf, shape in enumerate(arguments.array_shapes(layout)):
+            for dim, size in enumerate(shape):
+                self.sizes.setdefault((leaf, dim), set()).add(size)
+
+    def _relaxed_dims(self):
+        relaxed = {}
+        for (leaf, dim), sizes in self.sizes.items():
+            if len(sizes) > 1 and leaf in self.read_dims and dim not in self.read_dims[leaf]:
+                relaxed.setdefault(leaf, set()).add(dim)
+        return relaxed
 
     def _fall_back(self, reason, args, run=True):
         self.fallback = reason
@@ -129,7 +148,11 @@ class BlockRunner:
                 array = arguments.put(symbols, path, mx.sym.var(name))
                 replaced.append((path, array))
                 sources[name], shapes[name] = ("arg", path), array.shape
-            return self._trace_with(prefix, sources, shapes, symbols)
+            graph, trace = self._trace_with(prefix, sources, shapes, symbols)
+            for i in range(len(layout.leaves)):
+                read = trace.shape_reads.get("%s_data%d" % (prefix, i), set())
+                self.read_dims.setdefault(i, set()).update(read)
+            return graph
         finally:
             for path, array in reversed(replaced):
                 arguments.put(symbols, path, array)
@@ -198,12 +221,14 @@ class BlockRunner:
                     "a value computed inside a graph loop or branch is used outside it (for example "
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     type(self.block).__name__)
-        traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph)), input_sources,
+        exact = not self._relaxed_dims()
+        traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph, exact)),
+                             input_sources,
                              len(outputs), out_format, state_paths)
         traced.python_changes = changed
         traced.guards = trace.guards
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
-        return traced
+        return traced, trace
 
     def _run(self, graph, args):
         states = tensor_attributes(self.block)
@@ -270,12 +295,12 @@ def _plain_children(block):
             yield from _plain_children(child)
 
 
-def _cached_op_flags(graph):
-    """Each graph serves one set of input shapes, so its memory can be planned once; and
-    its shapes too, unless it holds _cond/_while_loop nodes, whose output shapes MXNet
-    1.9.1 knows only once they have run."""
+def _cached_op_flags(graph, exact):
+    """Memory is planned once per graph; shapes too when the graph serves one set of
+    input shapes (`exact`) and holds no _cond/_while_loop node, whose output shapes
+    MXNet 1.9.1 knows only once it has run."""
     flags = [("static_alloc", True)]
-    if '"_cond"' not in graph.tojson() and '"_while_loop"' not in graph.tojson():
+    if exact and '"_cond"' not in graph.tojson() and '"_while_loop"' not in graph.tojson():
         flags.append(("static_shape", True))
     return flags
 

@@ -26,6 +26,7 @@ class Trace:
         self.ndarray_code = ndarray_code
         self.statements = {}        # "file:line" -> (statement, what it became)
         self.profile = None         # a speculation.Profile to speculate from, if any
+        self.shape_reads = {}       # input name -> dimensions of its shape the code read
         self.guards = []            # speculation.Guard, checked in the graph
 
     def record(self, location, statement, fate):
@@ -45,7 +46,42 @@ class Trace:
             **{name: shape for name, shape in self.shapes.items() if name in names})
         if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
             raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
+        if names == {symbol.name} and symbol.get_children() is None:
+            # An input's own shape: note which dimensions the code reads.
+            return ReadShape(shapes[0], lambda dims: self._note_read(symbol.name, dims))
+        # A computed value's shape depends on its inputs' shapes in ways not tracked.
+        for name in names:
+            self._note_read(name, range(len(self.shapes.get(name, ()))))
         return tuple(shapes[0])
+
+    def _note_read(self, name, dims):
+        self.shape_reads.setdefault(name, set()).update(dims)
+
+
+class ReadShape(tuple):
+    """An input's shape that records which of its dimensions are read: a graph that
+    never read a dimension serves every size of it."""
+
+    def __new__(cls, shape, note):
+        self = super().__new__(cls, shape)
+        self._note = note
+        return self
+
+    def __getitem__(self, index):
+        self._note(range(len(self))[index] if isinstance(index, slice) else [index % len(self)])
+        return super().__getitem__(index)
+
+    def _everything(name):  # noqa: N805 - builds methods below
+        def read_all(self, *args):
+            self._note(range(len(self)))
+            return getattr(tuple, name)(self, *args)
+        return read_all
+
+    for _name in ("__iter__", "__eq__", "__ne__", "__hash__", "__add__", "__radd__", "__mul__",
+                  "__contains__", "__lt__", "__le__", "__gt__", "__ge__", "index", "count",
+                  "__repr__", "__reduce__"):
+        locals()[_name] = _everything(_name)
+    del _name, _everything
 
 
 def _symbol_shape(symbol):

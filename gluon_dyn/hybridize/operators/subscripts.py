@@ -20,7 +20,21 @@ def get_item(target, key):
         return target[key]
     if is_symbol(key):
         return mx.sym.take(target, key, axis=0)
+    if isinstance(key, int):
+        return _row(target, key)
     return _index_like_ndarray(target, key if isinstance(key, tuple) else (key,))
+
+
+def _row(target, index):
+    """`x[i]`: reads only the length of axis 0, so the graph fits any other sizes."""
+    shape = target.shape
+    length, ndim = shape[0], len(shape)
+    position = index + length if index < 0 else index
+    if not 0 <= position < length:
+        raise IndexError("index %d is out of bounds for axis 0 with size %d" % (index, length))
+    row = mx.sym.slice_axis(target, axis=0, begin=position, end=position + 1)
+    # Dropping axis 0 (merge it into the next); a 1-D row stays (1,) as for NDArrays.
+    return mx.sym.reshape(row, shape=(-3, -2)) if ndim > 1 else row
 
 
 def _index_like_ndarray(target, key):
