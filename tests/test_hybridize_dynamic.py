@@ -1,4 +1,4 @@
-"""hybridize(dynamic=True) on HybridBlocks: converted control flow, Python values never frozen."""
+"""hybridize(dynamic=True, speculate=False) on HybridBlocks: converted control flow, Python values never frozen."""
 import warnings
 
 import mxnet as mx
@@ -45,7 +45,7 @@ def paired(cls):
     mx.random.seed(0)
     dynamic = cls()
     dynamic.initialize()
-    dynamic.hybridize(dynamic=True)
+    dynamic.hybridize(dynamic=True, speculate=False)
     return dynamic
 
 
@@ -97,15 +97,15 @@ class Counting(gluon.HybridBlock):
 def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
     block = Counting()
     block.initialize()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert block.calls == 3
     messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
-    assert messages == ["gluon_dyn: Counting runs imperatively: the forward changes Python "
-                        "attribute calls while it runs"]
+    assert messages == ["gluon_dyn: Counting.forward runs imperatively: the forward changes "
+                        "Python state (calls) while it runs"]
     assert "calls" in gluon_dyn.hybridize.report(block)["fallback"]
 
 
@@ -117,7 +117,7 @@ class Printing(gluon.HybridBlock):
 
 def test_print_in_hybrid_forward_runs_on_every_call(capsys):
     block = Printing()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(3):
@@ -139,7 +139,7 @@ class LogsThenPrints(gluon.HybridBlock):
 
 def test_a_trace_that_stops_leaves_no_side_effect_behind(capsys):
     block = LogsThenPrints()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(3):
@@ -160,10 +160,23 @@ class KeepsSymbols(gluon.HybridBlock):
 
 def test_graph_values_stored_into_kept_containers_fall_back():
     block = KeepsSymbols()
-    block.hybridize(dynamic=True)
+    block.hybridize(dynamic=True, speculate=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for value in (1.0, 2.0):
             np.testing.assert_allclose(block(nd([value])).asnumpy(), [value + 1])
             np.testing.assert_allclose(block.memory["last"].asnumpy(), [value * 2])
     assert "stores graph values into" in gluon_dyn.hybridize.report(block)["fallback"]
+
+
+def test_hybrid_block_speculation_inlines_a_one_way_branch_and_relaxes_on_failure():
+    block = Gated()
+    block.initialize(mx.init.Constant(0.5))
+    block.hybridize(dynamic=True, profile_calls=2)
+    positive, negative = nd([[1.0, 2.0]]), nd([[-3.0, -1.0]])
+    for x in (positive, positive, positive, positive, negative, negative, positive):
+        np.testing.assert_allclose(block(x).asnumpy(), reference(block, x).asnumpy(), rtol=1e-6)
+    report = gluon_dyn.hybridize.report(block)
+    assert report["guard_failures"] == [report["guard_failures"][0]]
+    assert "went else, assumed then" in report["guard_failures"][0]
+    assert "if: cond (graph)" in report["statements"].values()

@@ -19,12 +19,12 @@ from mxnet import autograd, gluon
 from ..ops import ControlFlowError
 from .. import native
 from . import arguments, speculation, tracing
-from .dynamic import MAX_GRAPHS, report_dict
 from .python_state import (as_list, changed_values, container_contents, holding_symbols, like,
                            owner_of, public_attributes, python_state, restore, restore_contents,
                            tensor_attributes)
 from .transpiler import convert
 
+MAX_GRAPHS = 16
 # Calls whose arguments need a new graph, before structures that keep changing
 # (say, a different parse tree on every call) make the block run as Python.
 MISSES_BEFORE_GIVING_UP = 8
@@ -42,12 +42,18 @@ class TracedGraph:
 
 
 class BlockRunner:
-    """Replaces `forward` on a Block hybridized with dynamic=True."""
+    """Replaces `forward` on a block hybridized with dynamic=True.
+
+    For a plain Block the forward itself (and plain child Blocks' forwards) is
+    converted, and it is code written for NDArrays; for a HybridBlock the
+    hybrid_forward methods of the tree are converted (written for `F`), and
+    MXNet's own HybridBlock.forward calls them with Symbols while tracing.
+    """
 
     def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1):
         self.block = block
         self.original = type(block).forward.__get__(block)
-        self.forward = convert(type(block).forward).__get__(block)
+        self.ndarray_code = not isinstance(block, gluon.HybridBlock)
         self.graphs = collections.OrderedDict()
         self.traces = 0
         self.fallback = None
@@ -61,10 +67,19 @@ class BlockRunner:
         self.running = False
         self.misses = 0
         self.guard_failures = []
-        self.converted = ["%s.forward" % type(block).__name__]
-        for child in _plain_children(block):
-            child.forward = convert(type(child).forward).__get__(child)
-            self.converted.append("%s.forward" % type(child).__name__)
+        if self.ndarray_code:
+            self.forward = convert(type(block).forward).__get__(block)
+            self.converted = ["%s.forward" % type(block).__name__]
+            converting = _plain_children(block)
+            method = "forward"
+        else:
+            self.forward = self.original
+            self.converted = []
+            converting = _user_hybrid_blocks(block)
+            method = "hybrid_forward"
+        for node in converting:
+            setattr(node, method, convert(getattr(type(node), method)).__get__(node))
+            self.converted.append("%s.%s" % (type(node).__name__, method))
 
     def __call__(self, *args):
         if self.fallback is not None and not self.running:
@@ -170,7 +185,7 @@ class BlockRunner:
             setattr(owner, attr, like(value, variables))
         params = {p.name: p for p in self.block.collect_params().values()}
         shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
-        trace = tracing.Trace(prefix, shapes)
+        trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
         trace.profile = self.profile if self.speculate else None
         before = python_state(self.block)
         try:
@@ -282,10 +297,20 @@ class BlockRunner:
             return self.forward(*args)
 
     def report(self):
-        result = report_dict(self.converted, len(self.graphs), self.traces, self.fallback,
-                             self.statements)
-        result["guard_failures"] = list(self.guard_failures)
-        return result
+        return {"converted": list(self.converted), "cached_graphs": len(self.graphs),
+                "traces": self.traces, "fallback": self.fallback,
+                "guard_failures": list(self.guard_failures),
+                "statements": {where: "%s: %s" % fate
+                               for where, fate in sorted(self.statements.items())}}
+
+
+def _user_hybrid_blocks(block):
+    """The block and its HybridBlock descendants whose hybrid_forward is user code."""
+    if type(block).hybrid_forward.__module__.split(".")[0] != "mxnet":
+        yield block
+    for child in block._children.values():
+        if isinstance(child, gluon.HybridBlock):
+            yield from _user_hybrid_blocks(child)
 
 
 def _plain_children(block):
