@@ -168,3 +168,6 @@ def test_a_dimension_never_read_is_relaxed_once_it_varies():
 def test_a_graph_that_read_a_dimension_is_specialised_to_it():
     report = run_batches(BatchReader, [4, 3, 4, 2])
     assert report["traces"] == 3
+    # (the third call, batch 4 again, reuses the first graph)
+    assert report["cache_misses"] == ["argument array 0 dim 0: expected 4, got 3",
+                                      "argument array 0 dim 0: expected 3, got 2"]

@@ -67,6 +67,7 @@ class BlockRunner:
         self.running = False
         self.misses = 0
         self.guard_failures = []
+        self.cache_misses = []      # why recent calls needed a new graph (the last 10)
         if self.ndarray_code:
             self.forward = convert(type(block).forward).__get__(block)
             self.converted = ["%s.forward" % type(block).__name__]
@@ -110,6 +111,9 @@ class BlockRunner:
         graph = self.graphs.get(key)
         if graph is None:
             self.misses += 1
+            if self.graphs:
+                self.cache_misses.append(miss_reason(next(reversed(self.graphs)), key))
+                del self.cache_misses[:-10]
             if self.misses > MISSES_BEFORE_GIVING_UP and self.misses > self.calls / 2:
                 return self._fall_back(
                     "the arguments' structure differs on most calls (%d new structures in %d "
@@ -300,8 +304,35 @@ class BlockRunner:
         return {"converted": list(self.converted), "cached_graphs": len(self.graphs),
                 "traces": self.traces, "fallback": self.fallback,
                 "guard_failures": list(self.guard_failures),
+                "cache_misses": list(self.cache_misses),
                 "statements": {where: "%s: %s" % fate
                                for where, fate in sorted(self.statements.items())}}
+
+
+def miss_reason(cached, key):
+    """Why `key` does not match the graph cached under `cached`, readably:
+    "argument array 0 dim 0: expected 4, got 3", "Python value use_gate: ..."."""
+    (training_then, state_then, args_then), (training, state, args) = cached, key
+    if training_then != training:
+        return "training mode: expected %s, got %s" % (training_then, training)
+    then = dict(state_then)
+    for name, value in state:
+        if name in then and then[name] != value:
+            return "Python value %s: expected %r, got %r" % (name, then[name], value)
+    arrays_then = [part for part in args_then if part[0] == "array"]
+    arrays = [part for part in args if part[0] == "array"]
+    if len(arrays_then) == len(arrays) and len(args_then) == len(args):
+        for index, (old, new) in enumerate(zip(arrays_then, arrays)):
+            if len(old[1]) != len(new[1]):
+                return "argument array %d: expected %d dimensions, got %d" % (
+                    index, len(old[1]), len(new[1]))
+            for dim, (size_then, size) in enumerate(zip(old[1], new[1])):
+                if size_then is not None and size_then != size:
+                    return "argument array %d dim %d: expected %s, got %s" % (
+                        index, dim, size_then, size)
+            if old[2] != new[2]:
+                return "argument array %d dtype: expected %s, got %s" % (index, old[2], new[2])
+    return "the arguments' structure differs (%d parts, was %d)" % (len(args), len(args_then))
 
 
 def _user_hybrid_blocks(block):
