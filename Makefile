@@ -44,3 +44,10 @@ clean:
 .PHONY: bench-extra
 bench-extra: setup
 	$(PY) -m pip install -q torch==2.13.0
+
+# Generated programs, imperative vs hybridize(dynamic=True), for FUZZ_MINUTES minutes
+# (random seed; FUZZ_SEED=N to repeat a run). Disagreements go to fuzz-failures/.
+FUZZ_MINUTES ?= 5
+.PHONY: fuzz
+fuzz: setup
+	FUZZ_MINUTES=$(FUZZ_MINUTES) $(PY) tests/fuzz.py

@@ -104,8 +104,8 @@ def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert block.calls == 3
     messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
-    assert messages == ["gluon_dyn: Counting.forward runs imperatively: the forward changes "
-                        "Python state (calls) while it runs"]
+    assert messages == ["gluon_dyn: Counting.forward runs imperatively: Counting: the forward "
+                        "changes Python state (calls) while it runs"]
     assert "calls" in gluon_dyn.hybridize.report(block)["fallback"]
 
 

@@ -124,12 +124,9 @@ class BlockRunner:
             except ControlFlowError:
                 raise
             except Exception as error:  # noqa: BLE001 - whatever stops the trace, Python can run
-                return self._fall_back("%s: %s" % (type(error).__name__, error), args)
-            if graph.python_changes:
-                result = self._run(graph, args)
-                self._fall_back("the forward changes Python state (%s) while it runs"
-                                % ", ".join(graph.python_changes), args, run=False)
-                return result
+                reason = str(error) if isinstance(error, tracing.FallbackRequired) else \
+                    "%s: %s" % (type(error).__name__, error)
+                return self._fall_back(reason, args)
             # Shape relaxation: a graph serves every size of a dimension that has varied
             # and that no trace read (exact shapes first, as JANUS: (4,8), (3,8) -> (?,8)).
             key = state + (arguments.relaxed_structure(layout, self._relaxed_dims()),)
@@ -150,11 +147,11 @@ class BlockRunner:
                 relaxed.setdefault(leaf, set()).add(dim)
         return relaxed
 
-    def _fall_back(self, reason, args, run=True):
+    def _fall_back(self, reason, args):
         self.fallback = reason
         warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
                                                                         reason), stacklevel=3)
-        return self.forward(*args) if run else None
+        return self.forward(*args)
 
     def _trace(self, args, layout):
         self.traces += 1
@@ -180,13 +177,15 @@ class BlockRunner:
         saved = public_attributes(self.block)
         containers = container_contents(self.block)   # before state is swapped for variables
         states = tensor_attributes(self.block)
+        substituted = {}
         for path, (owner, attr, value) in states.items():
             variables = []
             for j, array in enumerate(as_list(value)):
                 name = "%s_state_%s_%d" % (prefix, path.replace(".", "_"), j)
                 sources[name], shapes[name] = ("state", (path, j)), array.shape
                 variables.append(mx.sym.var(name))
-            setattr(owner, attr, like(value, variables))
+            substituted[path] = like(value, variables)
+            setattr(owner, attr, substituted[path])
         params = {p.name: p for p in self.block.collect_params().values()}
         shapes.update({name: p.shape for name, p in params.items() if p.shape and all(p.shape)})
         trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
@@ -203,8 +202,10 @@ class BlockRunner:
             restore(self.block, saved, everything=True)
             restore_contents(containers)
             raise
+        # State the forward assigned (an attribute it left as it was is not written back).
         written = {path: value for path, (_, _, value) in tensor_attributes(self.block).items()
-                   if any(isinstance(v, mx.sym.Symbol) for v in as_list(value))}
+                   if any(isinstance(v, mx.sym.Symbol) for v in as_list(value))
+                   and value is not substituted.get(path)}
         restore(self.block, saved, everything=False)   # state attributes: written back after runs
         leaked = holding_symbols(self.block, containers)
         if leaked:
@@ -215,16 +216,24 @@ class BlockRunner:
             raise tracing.FallbackRequired("the forward stores graph values into %s (a %s it "
                                            "keeps), which a graph cannot write back" % leaked,
                                            type(self.block).__name__)
-        # Python state the forward changed has changed once, as it would have
-        # imperatively; this call uses the graph, later calls run as Python.
         changed = changed_values(before, python_state(self.block))
+        if changed:
+            # A graph cannot replay Python side effects: undo the trace's, and the
+            # forward runs as Python (from this call on, so they happen once per call).
+            restore(self.block, saved, everything=True)
+            restore_contents(containers)
+            raise tracing.FallbackRequired("the forward changes Python state (%s) while it runs"
+                                           % ", ".join(changed), type(self.block).__name__)
         outputs, out_format = _flatten_outputs(out)
         state_paths = [(path, type(value), len(as_list(value))) for path, value in written.items()]
         state_outputs = [v for value in written.values() for v in as_list(value)]
         # Each guard's check is an extra output, so that it runs; a failed one fails the run.
         checks = [native.assert_true(mx.sym, guard.holds, message=guard.message)[0]
                   for guard in trace.guards]
-        graph = mx.sym.Group(outputs + state_outputs + checks)
+        # An output that is an input as it came (`return x`) must be a node of the
+        # graph for MXNet's backward: pass it through identity.
+        graph = mx.sym.Group([mx.sym.identity(o) if o.get_children() is None else o
+                              for o in outputs + state_outputs] + checks)
         captured = {var.name: array for var, array in trace.captured.values()}
         input_sources = []
         for name in graph.list_inputs():
@@ -244,7 +253,6 @@ class BlockRunner:
         traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph, exact)),
                              input_sources,
                              len(outputs), out_format, state_paths)
-        traced.python_changes = changed
         traced.guards = trace.guards
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced, trace
@@ -256,8 +264,11 @@ class BlockRunner:
             if kind == "arg":
                 inputs.append(arguments.get(args, what))
             elif kind == "state":
+                # Detached: its history (the previous call's graph) is usually freed by
+                # that call's backward, and MXNet's cached graphs cannot take such an
+                # array as a recorded input.
                 path, j = what
-                inputs.append(as_list(states[path][2])[j])
+                inputs.append(as_list(states[path][2])[j].detach())
             elif kind == "param":
                 inputs.append(what.data())
             else:
@@ -265,9 +276,9 @@ class BlockRunner:
         results = graph.cached_op(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if graph.guards:
-            failed = self._failed_guard(graph, results[len(results) - len(graph.guards):])
-            if failed is not None:
-                return self._after_failed_guard(failed, args)
+            failed = self._failed_guards(graph, results[len(results) - len(graph.guards):])
+            if failed:
+                return self._after_failed_guards(failed, args)
         # State is written back only now that the whole graph has run.
         position = graph.num_outputs
         for path, kind, count in graph.state_paths:
@@ -278,24 +289,28 @@ class BlockRunner:
         return _regroup(results[:graph.num_outputs], graph.out_format)
 
     @staticmethod
-    def _failed_guard(graph, checks):
-        """The guard that failed in this run, or None: waiting on the checks raises
-        MXNet's error for the first failed assertion (only once)."""
-        try:
-            for check in checks:
+    def _failed_guards(graph, checks):
+        """The guards that failed in this run. Each failed assertion raises MXNet's
+        error once, at the first wait on it: wait on every check, so that none is
+        left to surface later."""
+        failed = []
+        for check in checks:
+            try:
                 check.wait_to_read()
-        except mx.base.MXNetError as error:
-            for guard in graph.guards:
-                if native.ASSERT_PREFIX + guard.message in str(error):
-                    return guard
-            raise
-        return None
+            except mx.base.MXNetError as error:
+                guard = next((g for g in graph.guards
+                              if native.ASSERT_PREFIX + g.message in str(error)), None)
+                if guard is None:
+                    raise
+                failed.append(guard)
+        return failed
 
-    def _after_failed_guard(self, guard, args):
+    def _after_failed_guards(self, guards, args):
         # The run's results are dropped and nothing was written back; the call runs
-        # as Python, and the assumption is not made again.
-        self.guard_failures.append(guard.message)
-        self.profile.guard_failed(guard.location)
+        # as Python, and each failed assumption is not made again (see speculation).
+        for guard in guards:
+            self.guard_failures.append(guard.message)
+            self.profile.guard_failed(guard.location)
         self.graphs.clear()
         with speculation.profiling(self.profile):
             return self.forward(*args)

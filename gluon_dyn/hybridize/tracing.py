@@ -28,6 +28,7 @@ class Trace:
         self.profile = None         # a speculation.Profile to speculate from, if any
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
         self.guards = []            # speculation.Guard, checked in the graph
+        self.staging = 0            # >0 while the body of a graph branch or loop is traced
 
     def record(self, location, statement, fate):
         """Note what a converted statement became in this trace."""
@@ -94,6 +95,8 @@ def _symbol_shape(symbol):
 
 
 mx.sym.Symbol.shape = property(_symbol_shape)
+# `x.detach()` (state kept across calls, truncated backpropagation) on a traced value.
+mx.sym.Symbol.detach = lambda symbol: mx.sym.BlockGrad(symbol)
 mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
 
 
@@ -106,10 +109,26 @@ def speculate(kind, location):
     """What the trace in progress may assume at `location`: the branch to inline
     ("branch") or the trip count to unroll ("trip_count"); None to build the operator."""
     trace = current()
-    if trace is None or trace.profile is None:
+    # Inside the body of a graph branch or loop a guard would be a node of that
+    # body, which the whole-graph check cannot reach: no speculation there.
+    if trace is None or trace.profile is None or trace.staging:
         return None
     return trace.profile.branch_taken(location) if kind == "branch" else \
         trace.profile.trip_count(location)
+
+
+class staging:
+    """Context manager: the body of a graph branch or loop is being traced."""
+
+    def __enter__(self):
+        trace = current()
+        if trace is not None:
+            trace.staging += 1
+
+    def __exit__(self, *exc):
+        trace = current()
+        if trace is not None:
+            trace.staging -= 1
 
 
 def add_guard(guard):

@@ -50,10 +50,18 @@ def _as_symbol(value, trace):
     return trace.capture(value) if isinstance(value, mx.nd.NDArray) else value
 
 
+_MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
+             "add", "discard", "popitem", "sort", "reverse", "__setitem__", "__delitem__"}
+
+
 def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, mx.sym.Symbol) for a in args):
         return TensorRange(*args)
     trace = tracing.current()
+    if trace is not None and trace.staging and _mutates_container(f):
+        raise tracing.FallbackRequired(
+            "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends on "
+            "a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
     if trace is not None:
         if id(f) in _UNREPLAYABLE:
             raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
@@ -66,6 +74,11 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
             # values the graph is keyed on, so they are the same on every call.
             args, kwargs = _captured(args, kwargs, trace)
     return api.converted_call(f, args, kwargs, caller_fn_scope, options)
+
+
+def _mutates_container(f):
+    owner = getattr(f, "__self__", None)
+    return isinstance(owner, (list, dict, set)) and getattr(f, "__name__", "") in _MUTATORS
 
 
 def _has_symbol(values):

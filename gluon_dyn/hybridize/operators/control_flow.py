@@ -65,7 +65,8 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
 
     # A first pass over both branches tells which outputs are tensors (chosen by
     # the graph) and which are Python values the branches must agree on.
-    then_values, else_values = run(body), run(orelse)
+    with tracing.staging():
+        then_values, else_values = run(body), run(orelse)
     kinds = [_output_kind(where, symbol_names[i], then_values[i], else_values[i])
              for i in range(nouts)]
     numbers = (bool, int, float)
@@ -87,8 +88,9 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
 
     final = list(then_values) + list(initial[nouts:])
     if staged:
-        chosen = ops.cond(cond, branch(body, then_values, else_values),
-                          branch(orelse, else_values, then_values))
+        with tracing.staging():
+            chosen = ops.cond(cond, branch(body, then_values, else_values),
+                              branch(orelse, else_values, then_values))
         for position, value in zip(staged, chosen):
             final[position] = value
     for position in selected:
@@ -131,15 +133,16 @@ def _output_kind(where, name, then_value, else_value):
     if any(tensors) and any(isinstance(v, numbers) for v in (then_value, else_value)):
         return "number"
     if any(tensors):
-        raise ControlFlowError("%s: `%s` is a tensor in one branch of this `if` on a tensor and a "
-                               "Python value in the other" % (where, name))
+        raise tracing.FallbackRequired("`%s` is a tensor in one branch of this `if` on a tensor "
+                                       "and a Python value in the other" % name, where)
     if isinstance(then_value, numbers) and isinstance(else_value, numbers) and \
             not _same_python_value(then_value, else_value):
         return "number"
     if not _same_python_value(then_value, else_value):
-        raise ControlFlowError("%s: `%s` gets different Python values (%r and %r) in the branches of "
-                               "this `if` on a tensor; a graph can only choose between tensors"
-                               % (where, name, then_value, else_value))
+        raise tracing.FallbackRequired(
+            "`%s` gets different Python values (%r and %r) in the branches of this `if` on a "
+            "tensor; a graph can only choose between tensors" % (name, then_value, else_value),
+            where)
     return "python"
 
 
@@ -288,7 +291,8 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     # One pass of the body shows which variables it changes: tensors are carried by
     # the graph loop, Python numbers it changes become tensors, other Python values
     # must stay as they are.
-    body()
+    with tracing.staging():
+        body()
     after = list(get_state())
     set_state(tuple(initial))
     carried = []
@@ -303,15 +307,20 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         if is_symbol(before) or is_symbol(now):
             if isinstance(before, (int, float, bool)):
                 initial[i] = mx.sym.full(shape=(1,), val=float(before))
+            elif isinstance(before, UndefinedReturnValue):
+                # A value returned from inside the loop: before any iteration it is
+                # never read (malt's do_return flag guards it), zeros stand in.
+                initial[i] = mx.sym.zeros(shape=now.shape)
             elif not is_symbol(before):
-                raise ControlFlowError("%s: `%s` becomes a tensor in this loop on a tensor but is "
-                                       "a Python %s before it" % (where, name, type(before).__name__))
+                raise tracing.FallbackRequired(
+                    "`%s` becomes a tensor in this loop on a tensor but is a Python %s before it"
+                    % (name, type(before).__name__), where)
             carried.append(i)
         elif not _same_python_value(before, now):
             if not isinstance(before, (int, float, bool)):
-                raise ControlFlowError("%s: the loop on a tensor changes the Python value `%s` (%r to "
-                                       "%r); a graph loop can only carry tensors and numbers"
-                                       % (where, name, before, now))
+                raise tracing.FallbackRequired(
+                    "the loop on a tensor changes the Python value `%s` (%r to %r); a graph loop "
+                    "can only carry tensors and numbers" % (name, before, now), where)
             initial[i] = mx.sym.full(shape=(1,), val=float(before))
             carried.append(i)
 
@@ -331,10 +340,13 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         state = get_state()
         for i in range(len(state)):
             if i not in carried and not _same_python_value(state[i], initial[i]):
-                raise ControlFlowError("%s: the loop on a tensor changes the Python value `%s`"
-                                       % (where, symbol_names[i]))
-        return [], [state[i] for i in carried]
+                raise tracing.FallbackRequired("the loop on a tensor changes the Python value "
+                                               "`%s`" % symbol_names[i], where)
+        # A carried number the body left as a Python value (a `break` flag) is a tensor.
+        return [], [_as_tensor(state[i]) if isinstance(state[i], (bool, int, float)) else state[i]
+                    for i in carried]
 
-    _, final = ops.while_loop(loop_test, loop_body, [initial[i] for i in carried],
-                              max_iterations=UNBOUNDED)
+    with tracing.staging():
+        _, final = ops.while_loop(loop_test, loop_body, [initial[i] for i in carried],
+                                  max_iterations=UNBOUNDED)
     set_state(with_carried(final))

@@ -1,0 +1,172 @@
+"""Random small Gluon programs with Python control flow, as readable source.
+
+A program is a Block whose forward(x, limit) mixes nested `if`/`while`/`for` on
+tensor and Python predicates, `break`/`continue`/early `return`, child Dense
+layers, a helper function, lists of tensors, and updates of `self` attributes.
+Programs are trees of statements (plain tuples) so that a failing one can be
+shrunk by dropping statements; `render` turns one into Python source.
+"""
+import random
+
+TENSORS = ("v0", "v1", "v2")
+MAX_DEPTH = 3
+
+HEADER = '''import mxnet as mx
+from mxnet import gluon
+
+
+def helper(value, layer):
+    if mx.nd.sum(value) > 0:
+        return mx.nd.tanh(layer(value))
+    return value * 0.5
+
+
+class Program(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.d0 = gluon.nn.Dense(4, in_units=4)
+            self.d1 = gluon.nn.Dense(4, in_units=4)
+        self.flag = True
+        self.n = 2
+        self.count = 0
+        self.state = mx.nd.zeros((1, 4))
+
+    def forward(self, x, limit):
+        v0, v1, v2 = x, x * 0.5, mx.nd.tanh(x)
+        acc = [x]
+'''
+
+
+class Generator:
+    """Random statements; `rng` decides everything, so a seed reproduces a program."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def program(self):
+        return [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))]
+
+    def statement(self, depth, in_loop):
+        choices = ["assign", "assign", "assign", "helper", "append", "state"]
+        if depth < MAX_DEPTH:
+            choices += ["if_tensor", "if_tensor", "if_python", "while", "for_range", "for_rows"]
+        if in_loop:
+            choices += ["break", "continue"]
+        if depth > 0:
+            choices += ["return"]
+        kind = self.rng.choice(choices)
+        pick = self.rng.choice
+        if kind == "assign":
+            form = self.rng.randint(0, 2)
+            return ("assign", pick(TENSORS), pick(TENSORS), pick(TENSORS), form,
+                    round(self.rng.uniform(-1, 1), 2), pick(("d0", "d1")))
+        if kind == "helper":
+            return ("helper", pick(TENSORS), pick(TENSORS), pick(("d0", "d1")))
+        if kind == "append":
+            return ("append", pick(TENSORS))
+        if kind == "state":
+            return ("state", pick(TENSORS), self.rng.random() < 0.3)
+        if kind in ("break", "continue", "return"):
+            return (kind, pick(TENSORS), round(self.rng.uniform(-2, 2), 2))
+        body = self.block(depth + 1, in_loop or kind in ("while", "for_range", "for_rows"))
+        if kind == "if_tensor":
+            return ("if_tensor", pick(TENSORS), round(self.rng.uniform(-2, 2), 2), body,
+                    self.block(depth + 1, in_loop))
+        if kind == "if_python":
+            return ("if_python", body, self.block(depth + 1, in_loop))
+        if kind == "for_rows":
+            return ("for_rows", pick(TENSORS), pick(TENSORS), body)
+        return (kind, body)
+
+    def block(self, depth, in_loop):
+        return [self.statement(depth, in_loop) for _ in range(self.rng.randint(1, 3))]
+
+
+def render(program):
+    lines = HEADER.splitlines()
+    _render_block(program, 2, lines, loop_depth=0)
+    lines.append("        return mx.nd.broadcast_add(v0 + v1 + v2, mx.nd.sum(mx.nd.stack(*acc)))")
+    return "\n".join(lines) + "\n"
+
+
+def _render_block(statements, level, lines, loop_depth):
+    pad = "    " * level
+    if not statements:
+        lines.append(pad + "pass")
+    for statement in statements:
+        _render(statement, level, lines, loop_depth)
+
+
+def _render(statement, level, lines, loop_depth):
+    pad = "    " * level
+    kind = statement[0]
+    if kind == "assign":
+        _, target, a, b, form, c, layer = statement
+        expression = ["mx.nd.tanh(self.%s(%s)) + %s * %s" % (layer, a, b, c),
+                      "%s * %s - mx.nd.relu(%s)" % (a, c, b),
+                      "mx.nd.sigmoid(%s) * %s" % (a, b)][form]
+        lines.append(pad + "%s = %s" % (target, expression))
+    elif kind == "helper":
+        lines.append(pad + "%s = helper(%s, self.%s)" % statement[1:])
+    elif kind == "append":
+        lines.append(pad + "acc.append(%s)" % statement[1])
+    elif kind == "state":
+        _, value, python_counter = statement
+        if python_counter:
+            lines.append(pad + "self.count += 1")
+        else:
+            # State kept across calls is read detached, as it must be imperatively
+            # (MXNet fails on an array whose recorded graph a backward freed).
+            lines.append(pad + "self.state = mx.nd.broadcast_add(self.state.detach() * 0.5, "
+                         "mx.nd.mean(%s, axis=0, keepdims=True))" % value)
+    elif kind in ("break", "continue", "return"):
+        _, value, c = statement
+        lines.append(pad + "if mx.nd.sum(%s) > %s:" % (value, c))
+        lines.append(pad + "    " + (kind if kind != "return" else
+                                     "return mx.nd.broadcast_add(%s, mx.nd.sum(self.state.detach()))"
+                                     % value))
+    elif kind == "if_tensor":
+        _, value, c, body, orelse = statement
+        lines.append(pad + "if mx.nd.sum(%s) > %s:" % (value, c))
+        _render_block(body, level + 1, lines, loop_depth)
+        lines.append(pad + "else:")
+        _render_block(orelse, level + 1, lines, loop_depth)
+    elif kind == "if_python":
+        _, body, orelse = statement
+        lines.append(pad + "if self.flag:")
+        _render_block(body, level + 1, lines, loop_depth)
+        lines.append(pad + "else:")
+        _render_block(orelse, level + 1, lines, loop_depth)
+    elif kind == "while":
+        counter = "i%d" % loop_depth
+        lines.append(pad + "%s = mx.nd.zeros((1,))" % counter)
+        lines.append(pad + "while mx.nd.sum(%s) < mx.nd.sum(limit):" % counter)
+        # The counter moves first, so that `continue` cannot loop forever.
+        lines.append(pad + "    %s = %s + 1" % (counter, counter))
+        _render_block(statement[1], level + 1, lines, loop_depth + 1)
+    elif kind == "for_range":
+        lines.append(pad + "for t%d in range(self.n):" % loop_depth)
+        _render_block(statement[1], level + 1, lines, loop_depth + 1)
+    elif kind == "for_rows":
+        _, target, source, body = statement
+        row = "row%d" % loop_depth
+        lines.append(pad + "for %s in %s:" % (row, source))
+        lines.append(pad + "    %s = mx.nd.broadcast_add(%s, mx.nd.sum(%s) * 0.1)" % (target, target, row))
+        _render_block(body, level + 1, lines, loop_depth + 1)
+
+
+def generate(seed):
+    return Generator(random.Random(seed)).program()
+
+
+def shrink_candidates(program):
+    """Programs with one statement removed or one compound statement replaced by its body."""
+    for i, statement in enumerate(program):
+        yield program[:i] + program[i + 1:]
+        for j, part in enumerate(statement):
+            if isinstance(part, list) and part:
+                for smaller in shrink_candidates(part):
+                    yield program[:i] + [statement[:j] + (smaller,) + statement[j + 1:]] + \
+                        program[i + 1:]
+                yield program[:i] + part + program[i + 1:]
