@@ -371,7 +371,8 @@ def _cached_op_flags(graph, exact):
     input shapes (`exact`) and holds no _cond/_while_loop node, whose output shapes
     MXNet 1.9.1 knows only once it has run."""
     flags = [("static_alloc", True)]
-    if exact and '"_cond"' not in graph.tojson() and '"_while_loop"' not in graph.tojson():
+    text = graph.tojson()
+    if exact and '"_cond"' not in text and '"_while_loop"' not in text:
         flags.append(("static_shape", True))
     return flags
 
