@@ -1,0 +1,116 @@
+"""Elementwise and broadcasting arithmetic, comparisons and unary math."""
+from tvm import relax
+from tvm.relax import op as R
+
+from .attrs import attr_float
+from .registry import register
+from .tensor_info import dtype_of
+
+# MXNet's elemwise_* ops require equal shapes, broadcast_* broadcast like numpy;
+# Relax's binary ops broadcast, which covers both.
+_BINARY = {
+    R.add: ("elemwise_add", "broadcast_add"),
+    R.subtract: ("elemwise_sub", "broadcast_sub"),
+    R.multiply: ("elemwise_mul", "broadcast_mul"),
+    R.divide: ("elemwise_div", "broadcast_div"),
+    R.power: ("_power", "broadcast_power"),
+    R.maximum: ("_maximum", "broadcast_maximum"),
+    R.minimum: ("_minimum", "broadcast_minimum"),
+}
+# MXNet comparisons return 0/1 in the input dtype, not booleans.
+_COMPARISONS = {
+    R.greater: ("_greater", "broadcast_greater"),
+    R.greater_equal: ("_greater_equal", "broadcast_greater_equal"),
+    R.less: ("_lesser", "broadcast_lesser"),
+    R.less_equal: ("_lesser_equal", "broadcast_lesser_equal"),
+    R.equal: ("_equal", "broadcast_equal"),
+    R.not_equal: ("_not_equal", "broadcast_not_equal"),
+}
+# (relax op, scalar on the right?) for each "x <op> scalar" MXNet op.
+_SCALAR = {
+    "_plus_scalar": (R.add, True), "_minus_scalar": (R.subtract, True),
+    "_rminus_scalar": (R.subtract, False), "_mul_scalar": (R.multiply, True),
+    "_div_scalar": (R.divide, True), "_rdiv_scalar": (R.divide, False),
+    "_power_scalar": (R.power, True), "_rpower_scalar": (R.power, False),
+    "_maximum_scalar": (R.maximum, True), "_minimum_scalar": (R.minimum, True),
+}
+_SCALAR_COMPARISONS = {
+    "_greater_scalar": R.greater, "_greater_equal_scalar": R.greater_equal,
+    "_lesser_scalar": R.less, "_lesser_equal_scalar": R.less_equal,
+    "_equal_scalar": R.equal, "_not_equal_scalar": R.not_equal,
+}
+_UNARY = {
+    "negative": R.negative, "exp": R.exp, "log": R.log, "sqrt": R.sqrt, "rsqrt": R.rsqrt,
+    "square": R.square, "abs": R.abs, "sin": R.sin, "cos": R.cos, "floor": R.floor,
+    "ceil": R.ceil, "sign": R.sign, "erf": R.erf,
+}
+
+
+def _scalar_const(node, like):
+    """MXNet's ``scalar`` attribute as a constant of the tensor's dtype."""
+    dtype = dtype_of(like)
+    value = attr_float(node, "scalar")
+    if value is None:
+        raise ValueError("%s %r has no 'scalar' attribute" % (node.op, node.name))
+    return relax.const(value if "float" in dtype else int(value), dtype)
+
+
+def _as_input_dtype(mask, like):
+    return R.astype(mask, dtype_of(like))
+
+
+def _binary_converter(relax_op):
+    def convert(ctx, node, args):
+        """MXNet elemwise_*/broadcast_* binary op: numpy broadcasting."""
+        return relax_op(args[0], args[1])
+    return convert
+
+
+def _comparison_converter(relax_op):
+    def convert(ctx, node, args):
+        """MXNet comparison: 1/0 in the dtype of the left input."""
+        return _as_input_dtype(relax_op(args[0], args[1]), args[0])
+    return convert
+
+
+def _scalar_converter(relax_op, scalar_on_right):
+    def convert(ctx, node, args):
+        """MXNet ``x <op> scalar`` (or ``scalar <op> x`` for the _r* forms)."""
+        scalar = _scalar_const(node, args[0])
+        return relax_op(args[0], scalar) if scalar_on_right else relax_op(scalar, args[0])
+    return convert
+
+
+def _scalar_comparison_converter(relax_op):
+    def convert(ctx, node, args):
+        """MXNet ``x <cmp> scalar``: 1/0 in the dtype of x."""
+        return _as_input_dtype(relax_op(args[0], _scalar_const(node, args[0])), args[0])
+    return convert
+
+
+def _unary_converter(relax_op):
+    def convert(ctx, node, args):
+        """MXNet unary math op, elementwise."""
+        return relax_op(args[0])
+    return convert
+
+
+for _op, _names in _BINARY.items():
+    register(*_names)(_binary_converter(_op))
+for _op, _names in _COMPARISONS.items():
+    register(*_names)(_comparison_converter(_op))
+for _name, (_op, _right) in _SCALAR.items():
+    register(_name)(_scalar_converter(_op, _right))
+for _name, _op in _SCALAR_COMPARISONS.items():
+    register(_name)(_scalar_comparison_converter(_op))
+for _name, _op in _UNARY.items():
+    register(_name)(_unary_converter(_op))
+
+
+@register("add_n")  # ElementWiseSum is its alias
+def convert_add_n(ctx, node, args):
+    """MXNet add_n: the sum of all inputs (same shapes)."""
+    total = args[0]
+    for arg in args[1:]:
+        total = ctx.emit(R.add(total, arg))
+    return total

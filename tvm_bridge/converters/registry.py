@@ -1,0 +1,35 @@
+"""The table from MXNet op names to converter functions.
+
+A converter is ``fn(ctx, node, args)``: ``args`` are the Relax values of the
+node's inputs, in order; it returns one Relax expression, or a list with one
+per node output (``None`` for an output it does not produce, e.g. BatchNorm's
+batch statistics at inference). It raises ``Unsupported`` when it cannot
+convert the node with these attributes or input types.
+"""
+
+
+class Unsupported(Exception):
+    """A node cannot be converted; the message says why."""
+
+
+_CONVERTERS = {}
+
+
+def register(*op_names):
+    """Decorator registering a converter for MXNet ops named ``op_names``."""
+    def decorate(fn):
+        for name in op_names:
+            if name in _CONVERTERS:
+                raise ValueError("two converters registered for MXNet op %r" % name)
+            _CONVERTERS[name] = fn
+        return fn
+    return decorate
+
+
+def lookup(op_name):
+    """The converter of an MXNet op, or None."""
+    return _CONVERTERS.get(op_name)
+
+
+def converted_ops():
+    return sorted(_CONVERTERS)

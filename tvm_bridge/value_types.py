@@ -1,0 +1,172 @@
+"""Shapes and dtypes of graph values, with named symbolic dims.
+
+A ``ValueType`` shape holds ints and, for symbolic dims, their names (str).
+Graph inputs get theirs from the caller (missing ones are completed by MXNet's
+shape/type inference); outputs of nodes that run in MXNet get theirs from
+MXNet's inference, run a second time with every symbolic dim changed to see
+which output dims follow it.
+"""
+from collections import namedtuple
+
+import mxnet as mx
+import numpy as np
+from tvm import relax, tirx
+
+ValueType = namedtuple("ValueType", ["shape", "dtype"])
+
+# The example size used for a symbolic dim whose input shape gives None.
+_DEFAULT_EXAMPLE = 2
+
+
+def _symbolic_names(graph, symbolic_dims):
+    """Validated {input name: {axis: dim name}}."""
+    symbolic_dims = dict(symbolic_dims or {})
+    for name, axes in symbolic_dims.items():
+        if name not in graph.variable_index:
+            raise ValueError("symbolic_dims names %r, which is not an input of the graph "
+                             "(inputs: %s)" % (name, ", ".join(graph.input_names)))
+        for axis, dim_name in axes.items():
+            if not isinstance(axis, int) or not isinstance(dim_name, str):
+                raise ValueError("symbolic_dims[%r] must map int axes to dim names, got %r: %r"
+                                 % (name, axis, dim_name))
+    return symbolic_dims
+
+
+class ShapeEnv:
+    """Types of the graph inputs, and MXNet's inference for node outputs."""
+
+    def __init__(self, graph, input_shapes, input_dtypes=None, symbolic_dims=None):
+        self.graph = graph
+        self.symbolic_dims = _symbolic_names(graph, symbolic_dims)
+        unknown = sorted(set(input_shapes) - set(graph.variable_index))
+        if unknown:
+            raise ValueError("input_shapes names %s, not inputs of the graph (inputs: %s)" % (
+                ", ".join(unknown), ", ".join(graph.input_names)))
+        self._examples = self._example_shapes(input_shapes)
+        self._dtypes = dict(input_dtypes or {})
+        arg_shapes, aux_shapes = self._infer_input_shapes(self._examples)
+        dtypes = self._infer_input_dtypes()
+        self.input_types = {}
+        for name, shape in zip(graph.arg_names + graph.aux_names, arg_shapes + aux_shapes):
+            if shape is None or 0 in shape:
+                raise ValueError("the shape of input %r is neither given nor inferable" % name)
+            axes = self.symbolic_dims.get(name, {})
+            named = tuple(axes.get(k, d) for k, d in enumerate(shape))
+            self.input_types[name] = ValueType(named, dtypes[name])
+
+    def _example_shapes(self, input_shapes):
+        """Concrete shapes for MXNet: symbolic dims given as None get an example size."""
+        examples = {}
+        for name, shape in input_shapes.items():
+            axes = self.symbolic_dims.get(name, {})
+            examples[name] = tuple(
+                _DEFAULT_EXAMPLE if d is None and k in axes else d for k, d in enumerate(shape))
+            if None in examples[name]:
+                raise ValueError("input %r has an unknown dim in %s that symbolic_dims does not "
+                                 "name" % (name, shape))
+        return examples
+
+    def _infer_input_shapes(self, shapes):
+        symbol = self.graph.to_symbol()
+        try:
+            arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
+        except mx.MXNetError as err:
+            raise ValueError("MXNet shape inference failed for input shapes %s: %s" % (
+                shapes, str(err).splitlines()[0])) from None
+        return [None if s is None else tuple(s) for s in arg_shapes], \
+            [None if s is None else tuple(s) for s in aux_shapes]
+
+    def _infer_input_dtypes(self):
+        symbol = self.graph.to_symbol()
+        arg_types, _, aux_types = symbol.infer_type_partial(**self._dtypes)
+        names = self.graph.arg_names + self.graph.aux_names
+        return {name: self._dtypes.get(name, "float32" if t is None else _dtype_name(t))
+                for name, t in zip(names, arg_types + aux_types)}
+
+    def _bumped_examples(self):
+        """Example shapes with every symbolic dim one larger."""
+        bumped = dict(self._examples)
+        for name, axes in self.symbolic_dims.items():
+            shape = list(self._examples[name])
+            for axis in axes:
+                shape[axis] += 1
+            bumped[name] = tuple(shape)
+        return bumped
+
+    def _dim_values(self, examples):
+        """{dim name: its example size} (a name shared by inputs must agree)."""
+        values = {}
+        for name, axes in self.symbolic_dims.items():
+            for axis, dim_name in axes.items():
+                size = examples[name][axis]
+                if values.setdefault(dim_name, size) != size:
+                    raise ValueError("symbolic dim %r has sizes %d and %d in the example shapes" % (
+                        dim_name, values[dim_name], size))
+        return values
+
+    def mxnet_types(self, refs):
+        """ValueTypes of the given values, from MXNet's inference over the whole graph."""
+        if not refs:
+            return {}
+        symbol = self.graph.to_symbol(heads=refs)
+        first = _output_shapes(symbol, self._examples, refs, self.graph)
+        _, out_types, _ = symbol.infer_type_partial(**self._dtypes)
+        second = first
+        if self.symbolic_dims:
+            bumped = self._bumped_examples()
+            try:
+                second = _output_shapes(symbol, bumped, refs, self.graph)
+            except ValueError as err:
+                raise ValueError("the graph does not accept other sizes of its symbolic dims %s: "
+                                 "%s" % (sorted(self._dim_values(bumped)), err)) from None
+        # A dim that changed with the symbolic dims is named after the one it equals
+        # in both runs, or gets a fresh name when it is some other function of them.
+        sizes = {name: (size, bumped_size) for (name, size), bumped_size in zip(
+            self._dim_values(self._examples).items(),
+            self._dim_values(self._bumped_examples()).values())}
+        types = {}
+        for k, ref in enumerate(refs):
+            shape = []
+            for axis, pair in enumerate(zip(first[k], second[k])):
+                if pair[0] == pair[1]:
+                    shape.append(pair[0])
+                    continue
+                named = [name for name, sizes_of_name in sizes.items() if sizes_of_name == pair]
+                shape.append(named[0] if named else "%s_d%d" % (self.graph.value_name(ref), axis))
+            types[ref] = ValueType(tuple(shape), _dtype_name(out_types[k]))
+        return types
+
+
+def _output_shapes(symbol, shapes, refs, graph):
+    try:
+        _, out_shapes, _ = symbol.infer_shape_partial(**shapes)
+    except mx.MXNetError as err:
+        raise ValueError(str(err).splitlines()[0]) from None
+    for ref, shape in zip(refs, out_shapes):
+        if shape is None or 0 in shape:
+            raise ValueError("MXNet cannot infer the shape of %s" % graph.value_name(ref))
+    return [tuple(s) for s in out_shapes]
+
+
+def _dtype_name(numpy_type):
+    return np.dtype(numpy_type).name
+
+
+def relax_type(value_type, dim_vars):
+    """The Relax tensor type; symbolic dims become tirx.Vars shared through ``dim_vars``."""
+    dims = [dim if isinstance(dim, int) else dim_vars.setdefault(dim, tirx.Var(dim, "int64"))
+            for dim in value_type.shape]
+    return relax.TensorType(dims, value_type.dtype)
+
+
+def from_relax_type(ty, fresh_name):
+    """A ValueType of a Relax tensor type; a dim that is an expression gets a fresh name."""
+    shape = []
+    for axis, dim in enumerate(ty.shape.values):
+        if isinstance(dim, tirx.IntImm):
+            shape.append(int(dim))
+        elif isinstance(dim, tirx.Var):
+            shape.append(dim.name)
+        else:
+            shape.append("%s_d%d" % (fresh_name, axis))
+    return ValueType(tuple(shape), str(ty.dtype))
