@@ -36,13 +36,15 @@ class Context:
 
 
 def convert_node(ctx, node, args):
-    """The node's outputs as emitted Relax vars (None where not produced)."""
+    """The node's outputs as emitted Relax vars (None for those the converter leaves out)."""
     converter = lookup(node.op)
     if converter is None:
         raise Unsupported("op %r has no converter" % node.op)
     result = converter(ctx, node, args)
     outputs = list(result) if isinstance(result, (list, tuple)) else [result]
-    if len(outputs) != node.num_outputs:
+    if len(outputs) > node.num_outputs:
         raise ValueError("converter of %s %r returned %d outputs, MXNet has %d" % (
             node.op, node.name, len(outputs), node.num_outputs))
+    # Outputs MXNet hides (Pooling's mask, BatchNorm's batch statistics) are not produced.
+    outputs += [None] * (node.num_outputs - len(outputs))
     return [None if out is None else ctx.emit(out) for out in outputs]

@@ -43,7 +43,9 @@ class ShapeEnv:
             raise ValueError("input_shapes names %s, not inputs of the graph (inputs: %s)" % (
                 ", ".join(unknown), ", ".join(graph.input_names)))
         self._examples = self._example_shapes(input_shapes)
-        self._dtypes = dict(input_dtypes or {})
+        # Inputs without a dtype are float32, as in MXNet (some ops cannot infer theirs).
+        self._dtypes = {name: "float32" for name in graph.input_names}
+        self._dtypes.update(input_dtypes or {})
         arg_shapes, aux_shapes = self._infer_input_shapes(self._examples)
         dtypes = self._infer_input_dtypes()
         self.input_types = {}
@@ -80,8 +82,7 @@ class ShapeEnv:
         symbol = self.graph.to_symbol()
         arg_types, _, aux_types = symbol.infer_type_partial(**self._dtypes)
         names = self.graph.arg_names + self.graph.aux_names
-        return {name: self._dtypes.get(name, "float32" if t is None else _dtype_name(t))
-                for name, t in zip(names, arg_types + aux_types)}
+        return {name: _dtype_name(t) for name, t in zip(names, arg_types + aux_types)}
 
     def _bumped_examples(self):
         """Example shapes with every symbolic dim one larger."""
@@ -149,6 +150,8 @@ def _output_shapes(symbol, shapes, refs, graph):
 
 
 def _dtype_name(numpy_type):
+    if numpy_type is None:
+        raise ValueError("MXNet cannot infer a dtype in the graph")
     return np.dtype(numpy_type).name
 
 

@@ -76,4 +76,4 @@ def convert_batch_norm(ctx, node, args):
     scale = ctx.emit(inv_std if attr_bool(node, "fix_gamma", True) else R.multiply(gamma, inv_std))
     shift = ctx.emit(R.subtract(beta, ctx.emit(R.multiply(moving_mean, scale))))
     y = ctx.emit(R.multiply(x, _channel_vector(scale, ndim_of(x), axis)))
-    return [R.add(y, _channel_vector(shift, ndim_of(x), axis)), None, None]
+    return R.add(y, _channel_vector(shift, ndim_of(x), axis))

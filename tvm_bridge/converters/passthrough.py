@@ -18,7 +18,7 @@ def convert_dropout(ctx, node, args):
     """MXNet Dropout at inference: identity; mode='always' drops at inference too."""
     if attr_str(node, "mode", "training") == "always":
         raise Unsupported("Dropout(mode='always') is random at inference too")
-    return [args[0]] + [None] * (node.num_outputs - 1)  # the mask output is not produced
+    return args[0]  # the mask output is not produced
 
 
 @register(GLUON_DYN_GRAD_TIE)

@@ -1,9 +1,9 @@
 """The table from MXNet op names to converter functions.
 
 A converter is ``fn(ctx, node, args)``: ``args`` are the Relax values of the
-node's inputs, in order; it returns one Relax expression, or a list with one
-per node output (``None`` for an output it does not produce, e.g. BatchNorm's
-batch statistics at inference). It raises ``Unsupported`` when it cannot
+node's inputs, in order; it returns one Relax expression, or a list of them
+for the node's first outputs; outputs left out or ``None`` are not produced
+(e.g. BatchNorm's batch statistics at inference). It raises ``Unsupported`` when it cannot
 convert the node with these attributes or input types.
 """
 

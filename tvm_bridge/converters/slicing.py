@@ -13,8 +13,11 @@ def convert_split(ctx, node, args):
     x = args[0]
     num_outputs = attr_int(node, "num_outputs")
     axis = normalize_axis(attr_int(node, "axis", 1), ndim_of(x))
-    parts = ctx.emit(R.split(x, num_outputs, axis=axis))
-    outputs = [relax.TupleGetItem(parts, k) for k in range(num_outputs)]
+    if num_outputs == 1:  # Relax's split of one section is the tensor itself, not a tuple
+        outputs = [x]
+    else:
+        parts = ctx.emit(R.split(x, num_outputs, axis=axis))
+        outputs = [relax.TupleGetItem(parts, k) for k in range(num_outputs)]
     if attr_bool(node, "squeeze_axis"):
         outputs = [R.squeeze(ctx.emit(part), [axis]) for part in outputs]
     return outputs
