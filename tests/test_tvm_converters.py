@@ -3,7 +3,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from tvm_bridge import Unsupported, load_graph, partition
+from gluon_dyn import native
+from tvm_bridge import load_graph, partition
 from tvm_helpers import check_against_mxnet
 
 S = mx.sym
@@ -184,3 +185,65 @@ CASES = [
 def test_converter_matches_mxnet(case):
     check_against_mxnet(case.symbol, case.shapes, case.symbolic_dims or None,
                         special=case.special)
+
+
+def _foreach_rnn():
+    w, h = S.var("w"), S.var("h")
+
+    def body(step, states):
+        new = S.tanh(S.FullyConnected(step, w, no_bias=True, num_hidden=4) + states[0])
+        return [new, new * 2], [new]
+
+    outputs, states = S.contrib.foreach(body, a, [h])
+    return S.Group(outputs + states)
+
+
+def test_foreach_unrolls_over_a_static_length():
+    check_against_mxnet(_foreach_rnn(), {"a": (3, 2, 5), "h": (2, 4), "w": (4, 5)},
+                        symbolic_dims={"a": {1: "batch"}, "h": {0: "batch"}})
+
+
+def test_grad_tie_passes_its_tied_inputs_through():
+    tied = native.grad_tie(S, [a * 2, b], [c])
+    check_against_mxnet(S.Group(tied), {"a": (2, 3), "b": (2, 3), "c": (2, 3)},
+                        {"a": {0: "batch"}, "b": {0: "batch"}})
+
+
+def _while_loop():
+    outputs, _ = S.contrib.while_loop(lambda i, s: i < 3, lambda i, s: ([s * 2], [i + 1, s + 1]),
+                                      [b, a], max_iterations=4)
+    return outputs[0]
+
+
+UNSUPPORTED = [
+    ("dropout_always", S.Dropout(a, p=0.5, mode="always"), {"a": (2, 3)}, "mode='always'"),
+    ("assert", native.assert_true(S, b, a, message="m")[1][0], {"a": (2, 3), "b": (1,)},
+     "must raise in MXNet"),
+    ("no_converter", S.topk(a, k=1), {"a": (2, 3)}, "op 'topk' has no converter"),
+    ("while_loop", _while_loop(), {"a": (2, 3), "b": (1,)}, "data-dependent"),
+    ("cond", S.contrib.cond(S.sum(a) > 0, lambda: a * 2, lambda: a - 1), {"a": (2, 3)},
+     "data-dependent"),
+    ("reshape_reverse", S.reshape(a, shape=(-1, 0), reverse=True), {"a": (2, 3)}, "reverse"),
+    ("masked_softmax", S.softmax(a, b, use_length=True), {"a": (2, 3), "b": (2,)},
+     "use_length"),
+    ("pooling_full_padding_window", S.Pooling(a, kernel=(2, 2), stride=(2, 2), pad=(1, 1),
+                                              pooling_convention="full"), {"a": (1, 1, 5, 5)},
+     "wholly in the padding"),
+    ("pool_type_sum", S.Pooling(a, kernel=(2, 2), pool_type="sum"), {"a": (1, 1, 4, 4)},
+     "pool_type='sum'"),
+]
+
+
+@pytest.mark.parametrize("name,symbol,shapes,reason", UNSUPPORTED, ids=[u[0] for u in UNSUPPORTED])
+def test_unsupported_nodes_run_in_mxnet(name, symbol, shapes, reason):
+    segments = partition(load_graph(symbol), shapes)
+    mxnet_reasons = [r for seg in segments if seg.kind == "mxnet" for r in seg.reasons]
+    assert any(reason in r for r in mxnet_reasons), mxnet_reasons
+
+
+def test_foreach_over_a_symbolic_length_is_unsupported():
+    segments = partition(load_graph(_foreach_rnn()), {"a": (3, 2, 5), "h": (2, 4), "w": (4, 5)},
+                         symbolic_dims={"a": {0: "steps"}})
+    assert [seg.kind for seg in segments] == ["mxnet"]
+    assert "sequence length steps is not static" in segments[0].reasons[0]
+

@@ -50,7 +50,7 @@ class ShapeEnv:
         dtypes = self._infer_input_dtypes()
         self.input_types = {}
         for name, shape in zip(graph.arg_names + graph.aux_names, arg_shapes + aux_shapes):
-            if shape is None or 0 in shape:
+            if not shape or 0 in shape:  # MXNet writes an unknown shape as () or with 0s
                 raise ValueError("the shape of input %r is neither given nor inferable" % name)
             axes = self.symbolic_dims.get(name, {})
             named = tuple(axes.get(k, d) for k, d in enumerate(shape))
@@ -110,11 +110,12 @@ class ShapeEnv:
         if not refs:
             return {}
         symbol = self.graph.to_symbol(heads=refs)
-        first = _output_shapes(symbol, self._examples, refs, self.graph)
-        _, out_types, _ = symbol.infer_type_partial(**self._dtypes)
+        reachable = set(symbol.list_inputs())  # MXNet rejects keywords for other inputs
+        first = _output_shapes(symbol, _only(self._examples, reachable), refs, self.graph)
+        _, out_types, _ = symbol.infer_type_partial(**_only(self._dtypes, reachable))
         second = first
         if self.symbolic_dims:
-            bumped = self._bumped_examples()
+            bumped = _only(self._bumped_examples(), reachable)
             try:
                 second = _output_shapes(symbol, bumped, refs, self.graph)
             except ValueError as err:
@@ -138,13 +139,17 @@ class ShapeEnv:
         return types
 
 
+def _only(by_name, names):
+    return {name: value for name, value in by_name.items() if name in names}
+
+
 def _output_shapes(symbol, shapes, refs, graph):
     try:
         _, out_shapes, _ = symbol.infer_shape_partial(**shapes)
     except mx.MXNetError as err:
         raise ValueError(str(err).splitlines()[0]) from None
     for ref, shape in zip(refs, out_shapes):
-        if shape is None or 0 in shape:
+        if not shape or 0 in shape:
             raise ValueError("MXNet cannot infer the shape of %s" % graph.value_name(ref))
     return [tuple(s) for s in out_shapes]
 

@@ -4,7 +4,7 @@ from tvm.relax import op as R
 
 from .attrs import attr_bool, attr_choice, attr_float, attr_int, attr_str, attr_tuple
 from .registry import Unsupported, register
-from .tensor_info import dtype_of, ndim_of, normalize_axis
+from .tensor_info import dtype_of, ndim_of, normalize_axis, shape_of
 
 
 def _require_2d_nchw(node, x, kernel):
@@ -40,6 +40,19 @@ def convert_convolution(ctx, node, args):
     return R.add(ctx.emit(y), _channel_vector(args[2], 4, 1))
 
 
+def _check_full_windows(sizes, options):
+    """Declines pooling_convention='full' where MXNet keeps a last window lying wholly in
+    the padding: Relax's ceil_mode drops that window, as PyTorch does."""
+    for size, kernel, stride, pad in zip(sizes, options["pool_size"], options["strides"],
+                                         options["padding"]):
+        if not isinstance(size, int):
+            raise Unsupported("pooling_convention='full' on a symbolic spatial dim")
+        windows = 1 + -(-(size + 2 * pad - kernel) // stride)
+        if (windows - 1) * stride >= size + pad:
+            raise Unsupported("pooling_convention='full' with a last window wholly in the "
+                              "padding (MXNet keeps it, Relax drops it)")
+
+
 @register("Pooling")
 def convert_pooling(ctx, node, args):
     """MXNet Pooling 2-d: max/avg, global_pool, pooling_convention valid|full, count_include_pad."""
@@ -54,6 +67,8 @@ def convert_pooling(ctx, node, args):
     convention = attr_choice(node, "pooling_convention", "valid", ("valid", "full"))
     options = dict(pool_size=tuple(int(k) for k in kernel), strides=_pair(node, "stride", (1, 1)),
                    padding=_pair(node, "pad", (0, 0)), ceil_mode=convention == "full")
+    if options["ceil_mode"]:
+        _check_full_windows(shape_of(x)[2:], options)
     if pool_type == "max":
         return R.nn.max_pool2d(x, **options)
     return R.nn.avg_pool2d(x, count_include_pad=attr_bool(node, "count_include_pad", True),
