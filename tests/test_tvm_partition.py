@@ -141,3 +141,34 @@ def test_bad_arguments_name_their_cause():
         partition(graph, {"w1": (4, 5), "w2": (4, 4)})
     with pytest.raises(ValueError, match="runs in MXNet"):
         build_segment(graph, partition(graph, SHAPES)[1], SHAPES)
+
+
+def test_load_graph_accepts_symbol_json_text_and_file(tmp_path):
+    symbol = S.BatchNorm(S.FullyConnected(x, w1, no_bias=True, num_hidden=4), name="bn")
+    path = tmp_path / "net-symbol.json"
+    path.write_text(symbol.tojson())
+    for source in (symbol, symbol.tojson(), str(path)):
+        graph = load_graph(source)
+        assert graph.arg_names == symbol.list_arguments()
+        assert graph.aux_names == ["bn_moving_mean", "bn_moving_var"]
+        fc, bn = graph.nodes[2], graph.nodes[-1]
+        assert (fc.op, fc.attrs["num_hidden"], fc.inputs) == ("FullyConnected", "4", [(0, 0), (1, 0)])
+        assert (bn.op, bn.num_outputs, graph.heads) == ("BatchNorm", 3, [(len(graph.nodes) - 1, 0)])
+    with pytest.raises(TypeError, match="load_graph expects"):
+        load_graph(42)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_graph("{not json")
+
+
+def test_load_graph_keeps_control_flow_bodies_as_graphs():
+    def body(step, states):
+        new = step + states[0]
+        return new, [new]
+
+    outputs, _ = S.contrib.foreach(body, x, [S.var("h")])
+    (loop,) = [node for node in load_graph(outputs).nodes if not node.is_variable]
+    assert loop.op == "_foreach" and loop.num_outputs == 2
+    (body_graph,) = loop.subgraphs
+    # MXNet copies an output that is also a state.
+    assert [node.op for node in body_graph.nodes if not node.is_variable] == ["elemwise_add", "_copy"]
+    assert len(body_graph.heads) == 2

@@ -118,3 +118,28 @@ def _run_cached_op(symbol, inputs):
 
 def partition_symbol(symbol, shapes, dtypes=None, symbolic_dims=None):
     return partition(load_graph(symbol), shapes, dtypes, symbolic_dims)
+
+
+def check_hybrid_block(block, make_batch, symbolic_dims, sizes=(2, 3)):
+    """Converts a hybridized block's graph whole; matches the block's outputs per batch size.
+
+    ``make_batch(size)`` returns the block's input arrays (numpy) for one batch size;
+    the module is compiled once, with ``symbolic_dims`` symbolic.
+    """
+    block.hybridize()
+    first = make_batch(sizes[0])
+    block(*[mx.nd.array(a) for a in first])
+    symbol_inputs, symbol = block._cached_graph
+    names = [s.name for s in symbol_inputs]
+    params = {p.name: p.data().asnumpy() for p in block.collect_params().values()}
+    shapes = dict(zip(names, (a.shape for a in first)), **{n: v.shape for n, v in params.items()})
+    mod, input_names, _ = build_graph_module(symbol, shapes, symbolic_dims=symbolic_dims)
+    vm = compile_module(mod)
+    for size in sizes:
+        batch = make_batch(size)
+        expected = block(*[mx.nd.array(a) for a in batch])
+        expected = expected if isinstance(expected, (list, tuple)) else [expected]
+        values = dict(zip(names, batch), **params)
+        assert_outputs_close(run_main(vm, [values[n] for n in input_names]),
+                             [e.asnumpy() for e in expected])
+    return mod
