@@ -1,6 +1,5 @@
 """Each converter against MXNet on random inputs, with a symbolic batch dim where it applies."""
 import mxnet as mx
-import numpy as np
 import pytest
 
 from gluon_dyn import native

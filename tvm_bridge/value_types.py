@@ -85,12 +85,16 @@ class ShapeEnv:
         return {name: _dtype_name(t) for name, t in zip(names, arg_types + aux_types)}
 
     def _bumped_examples(self):
-        """Example shapes with every symbolic dim one larger."""
+        """Example shapes with the k-th symbolic dim name k+1 larger.
+
+        Distinct steps keep two names with equal example sizes apart.
+        """
+        names = sorted({n for axes in self.symbolic_dims.values() for n in axes.values()})
         bumped = dict(self._examples)
         for name, axes in self.symbolic_dims.items():
             shape = list(self._examples[name])
-            for axis in axes:
-                shape[axis] += 1
+            for axis, dim_name in axes.items():
+                shape[axis] += 1 + names.index(dim_name)
             bumped[name] = tuple(shape)
         return bumped
 

@@ -16,9 +16,6 @@ _BINARY = {
     R.power: ("_power", "broadcast_power"),
     R.maximum: ("_maximum", "broadcast_maximum"),
     R.minimum: ("_minimum", "broadcast_minimum"),
-}
-# MXNet comparisons return 0/1 in the input dtype, not booleans.
-_COMPARISONS = {
     R.greater: ("_greater", "broadcast_greater"),
     R.greater_equal: ("_greater_equal", "broadcast_greater_equal"),
     R.less: ("_lesser", "broadcast_lesser"),
@@ -26,6 +23,8 @@ _COMPARISONS = {
     R.equal: ("_equal", "broadcast_equal"),
     R.not_equal: ("_not_equal", "broadcast_not_equal"),
 }
+# MXNet comparisons return 0/1 in the input dtype, not booleans.
+_COMPARISONS = (R.greater, R.greater_equal, R.less, R.less_equal, R.equal, R.not_equal)
 # (relax op, scalar on the right?) for each "x <op> scalar" MXNet op.
 _SCALAR = {
     "_plus_scalar": (R.add, True), "_minus_scalar": (R.subtract, True),
@@ -33,11 +32,9 @@ _SCALAR = {
     "_div_scalar": (R.divide, True), "_rdiv_scalar": (R.divide, False),
     "_power_scalar": (R.power, True), "_rpower_scalar": (R.power, False),
     "_maximum_scalar": (R.maximum, True), "_minimum_scalar": (R.minimum, True),
-}
-_SCALAR_COMPARISONS = {
-    "_greater_scalar": R.greater, "_greater_equal_scalar": R.greater_equal,
-    "_lesser_scalar": R.less, "_lesser_equal_scalar": R.less_equal,
-    "_equal_scalar": R.equal, "_not_equal_scalar": R.not_equal,
+    "_greater_scalar": (R.greater, True), "_greater_equal_scalar": (R.greater_equal, True),
+    "_lesser_scalar": (R.less, True), "_lesser_equal_scalar": (R.less_equal, True),
+    "_equal_scalar": (R.equal, True), "_not_equal_scalar": (R.not_equal, True),
 }
 _UNARY = {
     "negative": R.negative, "exp": R.exp, "log": R.log, "sqrt": R.sqrt, "rsqrt": R.rsqrt,
@@ -55,36 +52,26 @@ def _scalar_const(node, like):
     return relax.const(value if "float" in dtype else int(value), dtype)
 
 
-def _as_input_dtype(mask, like):
-    return R.astype(mask, dtype_of(like))
+def _apply(ctx, relax_op, lhs, rhs, dtype):
+    """``relax_op(lhs, rhs)``; comparison masks become 0/1 of ``dtype`` as in MXNet."""
+    if relax_op not in _COMPARISONS:
+        return relax_op(lhs, rhs)
+    return R.astype(ctx.emit(relax_op(lhs, rhs)), dtype)
 
 
 def _binary_converter(relax_op):
     def convert(ctx, node, args):
-        """MXNet elemwise_*/broadcast_* binary op: numpy broadcasting."""
-        return relax_op(args[0], args[1])
-    return convert
-
-
-def _comparison_converter(relax_op):
-    def convert(ctx, node, args):
-        """MXNet comparison: 1/0 in the dtype of the left input."""
-        return _as_input_dtype(relax_op(args[0], args[1]), args[0])
+        """MXNet elemwise_*/broadcast_* binary op or comparison: numpy broadcasting."""
+        return _apply(ctx, relax_op, args[0], args[1], dtype_of(args[0]))
     return convert
 
 
 def _scalar_converter(relax_op, scalar_on_right):
     def convert(ctx, node, args):
         """MXNet ``x <op> scalar`` (or ``scalar <op> x`` for the _r* forms)."""
-        scalar = _scalar_const(node, args[0])
-        return relax_op(args[0], scalar) if scalar_on_right else relax_op(scalar, args[0])
-    return convert
-
-
-def _scalar_comparison_converter(relax_op):
-    def convert(ctx, node, args):
-        """MXNet ``x <cmp> scalar``: 1/0 in the dtype of x."""
-        return _as_input_dtype(relax_op(args[0], _scalar_const(node, args[0])), args[0])
+        x, scalar = args[0], _scalar_const(node, args[0])
+        lhs, rhs = (x, scalar) if scalar_on_right else (scalar, x)
+        return _apply(ctx, relax_op, lhs, rhs, dtype_of(x))
     return convert
 
 
@@ -97,12 +84,8 @@ def _unary_converter(relax_op):
 
 for _op, _names in _BINARY.items():
     register(*_names)(_binary_converter(_op))
-for _op, _names in _COMPARISONS.items():
-    register(*_names)(_comparison_converter(_op))
 for _name, (_op, _right) in _SCALAR.items():
     register(_name)(_scalar_converter(_op, _right))
-for _name, _op in _SCALAR_COMPARISONS.items():
-    register(_name)(_scalar_comparison_converter(_op))
 for _name, _op in _UNARY.items():
     register(_name)(_unary_converter(_op))
 
