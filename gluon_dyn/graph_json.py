@@ -11,3 +11,38 @@ _VERSION_STAMP = {"mxnet_version": ["int", 10901]}  # 1.9.1
 def load_symbol(graph):
     """The Symbol of a graph given as a JSON dict, nested subgraphs included."""
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
+
+
+def has_ops(symbol, ops):
+    """Whether the graph of `symbol` contains a node of one of `ops` (not looking
+    inside subgraphs)."""
+    return any(node["op"] in ops for node in json.loads(symbol.tojson())["nodes"])
+
+
+def cut_at_outputs(symbol, outputs):
+    """`symbol` with each node output in `outputs` ((node name, output index) ->
+    anything) replaced by a new variable; returns the new Symbol and a dict from
+    each new variable's name to the value `outputs` gave for it.
+
+    Used for shape inference through nodes MXNet has no shape function for
+    (`_cond`, `_while_loop`): their outputs become inputs of known shape."""
+    graph = json.loads(symbol.tojson())
+    nodes, kept_nodes, new_position, variables = graph["nodes"], [], {}, {}
+
+    def reference(entry):
+        key = (nodes[entry[0]]["name"], entry[1])
+        if key not in outputs:
+            return [new_position[entry[0]], entry[1], 0]
+        if key not in variables:
+            variables[key] = len(kept_nodes)
+            kept_nodes.append({"op": "null", "name": "%s__output%d" % key, "inputs": []})
+        return [variables[key], 0, 0]
+
+    for position, node in enumerate(nodes):
+        node = dict(node, inputs=[reference(entry) for entry in node["inputs"]])
+        new_position[position] = len(kept_nodes)
+        kept_nodes.append(node)
+    heads = [reference(entry) for entry in graph["heads"]]
+    cut = {"nodes": kept_nodes, "heads": heads,
+           "arg_nodes": [i for i, node in enumerate(kept_nodes) if node["op"] == "null"]}
+    return load_symbol(cut), {"%s__output%d" % key: outputs[key] for key in variables}

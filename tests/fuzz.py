@@ -32,8 +32,9 @@ def main():
             os.makedirs(out_dir, exist_ok=True)
             path = os.path.join(out_dir, "program_%d_%d.py" % (program_seed, call_seed))
             with open(path, "w") as f:
-                f.write("# %s\n# calls: %s\n" % (differential.disagreement(smallest, call_seed),
-                                                  differential.calls_for(call_seed)))
+                header = "%s\ncalls: %s" % (differential.disagreement(smallest, call_seed),
+                                            differential.calls_for(call_seed))
+                f.write("".join("# %s\n" % line for line in header.splitlines()))
                 f.write(programs.render(smallest))
             print("DISAGREEMENT (program seed %d, call seed %d): %s -> %s"
                   % (program_seed, call_seed, problem, path), flush=True)

@@ -18,7 +18,8 @@ def test_shrinking_removes_what_does_not_matter():
 
 
 def test_a_small_generated_program_agrees_with_imperative():
-    program = [("assign", "v0", "v1", "v2", 0, 0.5, "d0"),
-               ("if_tensor", "v0", 0.1, [("append", "v1")], [("state", "v2", False)]),
-               ("while", [("assign", "v2", "v0", "v2", 1, -0.3, "d1")])]
-    assert differential.disagreement(program, call_seed=3) is None
+    body = [("assign", "v0", "v1", "v2", 0, 0.5, "d0"),
+            ("if_tensor", "v0", 0.1, [("append", "v1")], [("state", "v2", False)]),
+            ("while", [("assign", "v2", "v0", "v2", 1, -0.3, "d1")])]
+    for hybrid in (False, True):
+        assert differential.disagreement(programs.Program(hybrid, body), call_seed=3) is None

@@ -273,7 +273,13 @@ class BlockRunner:
                 inputs.append(what.data())
             else:
                 inputs.append(what)
-        results = graph.cached_op(*inputs)
+        try:
+            results = graph.cached_op(*inputs)
+        except mx.base.MXNetError as error:
+            # Some runs execute synchronously and a failed guard raises here, not at
+            # the first read; other guards of the run may still be pending.
+            failed = [_guard_named(graph, error)] + self._failed_guards(graph, ())
+            return self._after_failed_guards(failed, args)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if graph.guards:
             failed = self._failed_guards(graph, results[len(results) - len(graph.guards):])
@@ -291,18 +297,15 @@ class BlockRunner:
     @staticmethod
     def _failed_guards(graph, checks):
         """The guards that failed in this run. Each failed assertion raises MXNet's
-        error once, at the first wait on it: wait on every check, so that none is
-        left to surface later."""
+        error once, at the first wait on it: wait on every check (or on everything
+        when the checks are unknown), so that none is left to surface later."""
         failed = []
-        for check in checks:
+        waits = [check.wait_to_read for check in checks] or [mx.nd.waitall] * len(graph.guards)
+        for wait in waits:
             try:
-                check.wait_to_read()
+                wait()
             except mx.base.MXNetError as error:
-                guard = next((g for g in graph.guards
-                              if native.ASSERT_PREFIX + g.message in str(error)), None)
-                if guard is None:
-                    raise
-                failed.append(guard)
+                failed.append(_guard_named(graph, error))
         return failed
 
     def _after_failed_guards(self, guards, args):
@@ -322,6 +325,14 @@ class BlockRunner:
                 "cache_misses": list(self.cache_misses),
                 "statements": {where: "%s: %s" % fate
                                for where, fate in sorted(self.statements.items())}}
+
+
+def _guard_named(graph, error):
+    """The guard of `graph` whose assertion raised `error`; other errors propagate."""
+    for guard in graph.guards:
+        if native.ASSERT_PREFIX + guard.message in str(error):
+            return guard
+    raise error
 
 
 def miss_reason(cached, key):

@@ -1,7 +1,10 @@
 """State of a trace in progress: a converted forward running on Symbols."""
+import json
 import threading
 
 import mxnet as mx
+
+from .. import graph_json
 
 _local = threading.local()
 
@@ -13,6 +16,9 @@ class FallbackRequired(Exception):
         super().__init__("%s: %s" % (location, reason))
         self.reason = reason
         self.location = location
+
+
+UNINFERABLE_OPS = ("_cond", "_while_loop")
 
 
 class Trace:
@@ -29,6 +35,9 @@ class Trace:
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
         self.guards = []            # speculation.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
+        # (node name, output index) -> shape, for the outputs of cond and while_loop
+        # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
+        self.control_flow_shapes = {}
 
     def record(self, location, statement, fate):
         """Note what a converted statement became in this trace."""
@@ -41,18 +50,40 @@ class Trace:
             self.shapes[name] = array.shape
         return self.captured[id(array)][0]
 
+    def note_control_flow_shape(self, symbol, shape):
+        """`symbol`, an output of a cond or while_loop node, has `shape` at run time."""
+        graph = json.loads(symbol.tojson())
+        node, index, _ = graph["heads"][0]
+        self.control_flow_shapes[(graph["nodes"][node]["name"], index)] = tuple(shape)
+
     def shape_of(self, symbol):
+        """`symbol.shape` in traced code: the inferred shape, with the input
+        dimensions it depends on noted as read (the graph is specialised to them)."""
+        shape = self.inferred_shape(symbol)
         names = set(symbol.list_inputs())
-        _, shapes, _ = symbol.infer_shape_partial(
-            **{name: shape for name, shape in self.shapes.items() if name in names})
-        if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
-            raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
         if names == {symbol.name} and symbol.get_children() is None:
             # An input's own shape: note which dimensions the code reads.
-            return ReadShape(shapes[0], lambda dims: self._note_read(symbol.name, dims))
+            return ReadShape(shape, lambda dims: self._note_read(symbol.name, dims))
         # A computed value's shape depends on its inputs' shapes in ways not tracked.
         for name in names:
             self._note_read(name, range(len(self.shapes.get(name, ()))))
+        return shape
+
+    def inferred_shape(self, symbol):
+        inferable, known = symbol, dict(self.shapes)
+        if self.control_flow_shapes:
+            inferable, cut_shapes = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
+            known.update(cut_shapes)
+        if graph_json.has_ops(inferable, UNINFERABLE_OPS):
+            # MXNet 1.9.1 cannot infer through them, and its _while_loop shape
+            # pass corrupts memory when its inputs' shapes are partly unknown.
+            raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
+                                 "on a graph loop or branch)" % symbol.name)
+        needed = set(inferable.list_inputs())
+        _, shapes, _ = inferable.infer_shape_partial(
+            **{name: shape for name, shape in known.items() if name in needed})
+        if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
+            raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
         return tuple(shapes[0])
 
     def _note_read(self, name, dims):

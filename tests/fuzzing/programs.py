@@ -1,27 +1,32 @@
 """Random small Gluon programs with Python control flow, as readable source.
 
-A program is a Block whose forward(x, limit) mixes nested `if`/`while`/`for` on
-tensor and Python predicates, `break`/`continue`/early `return`, child Dense
-layers, a helper function, lists of tensors, and updates of `self` attributes.
-Programs are trees of statements (plain tuples) so that a failing one can be
-shrunk by dropping statements; `render` turns one into Python source.
+A program is a Block (forward, `mx.nd`) or a HybridBlock (hybrid_forward, `F`)
+whose forward(x, limit) mixes nested `if`/`while`/`for` on tensor and Python
+predicates, `break`/`continue`/early `return`, child Dense layers, a helper
+function, lists of tensors, updates of `self` attributes, activations,
+elementwise and reduction ops, slicing and concat/stack. Statements are plain
+tuples so that a failing program can be shrunk by dropping statements; `render`
+turns one into Python source.
 """
+import collections
 import random
 
 TENSORS = ("v0", "v1", "v2")
 MAX_DEPTH = 3
 
+Program = collections.namedtuple("Program", "hybrid body")
+
 HEADER = '''import mxnet as mx
 from mxnet import gluon
 
 
-def helper(value, layer):
-    if mx.nd.sum(value) > 0:
-        return mx.nd.tanh(layer(value))
+def helper({F_param}value, layer):
+    if {F}.sum(value) > 0:
+        return {F}.tanh(layer(value))
     return value * 0.5
 
 
-class Program(gluon.Block):
+class Program(gluon.{base}):
     def __init__(self):
         super().__init__()
         with self.name_scope():
@@ -32,11 +37,23 @@ class Program(gluon.Block):
         self.count = 0
         self.state = mx.nd.zeros((1, 4))
 
-    def forward(self, x, limit):
-        v0, v1, v2 = x, x * 0.5, mx.nd.tanh(x)
+    def {method}:
+        v0, v1, v2 = x, x * 0.5, {F}.tanh(x)
         acc = [x]
 '''
 
+# Right-hand sides of `target = ...` over tensors a, b (shape (batch, 4)), a
+# constant c and a layer; every form keeps the shape.
+ASSIGN_FORMS = (
+    "{F}.tanh(self.{layer}({a})) + {b} * {c}",
+    "{a} * {c} - {F}.relu({b})",
+    "{F}.sigmoid({a}) * {b}",
+    "{F}.concat({a}[:, :2], {b}[:, 2:] * {c}, dim=1)",
+    "{F}.broadcast_sub({a}, {F}.mean({b}, axis=1, keepdims=True) * {c})",
+    "{F}.broadcast_mul({a}, {F}.softmax({b}, axis=1))",
+    "{F}.sum({F}.stack({a}, {b}, axis=0), axis=0) * {c}",
+    "{F}.broadcast_add({F}.abs({a}) * {c}, {F}.max({b}, axis=0, keepdims=True))",
+)
 
 class Generator:
     """Random statements; `rng` decides everything, so a seed reproduces a program."""
@@ -45,7 +62,8 @@ class Generator:
         self.rng = rng
 
     def program(self):
-        return [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))]
+        return Program(self.rng.random() < 0.3,
+                       [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))])
 
     def statement(self, depth, in_loop):
         choices = ["assign", "assign", "assign", "helper", "append", "state"]
@@ -58,7 +76,7 @@ class Generator:
         kind = self.rng.choice(choices)
         pick = self.rng.choice
         if kind == "assign":
-            form = self.rng.randint(0, 2)
+            form = self.rng.randrange(len(ASSIGN_FORMS))
             return ("assign", pick(TENSORS), pick(TENSORS), pick(TENSORS), form,
                     round(self.rng.uniform(-1, 1), 2), pick(("d0", "d1")))
         if kind == "helper":
@@ -84,10 +102,19 @@ class Generator:
 
 
 def render(program):
+    """Python source of `program`: a Block uses `mx.nd`, a HybridBlock the `F` it is given."""
     lines = HEADER.splitlines()
-    _render_block(program, 2, lines, loop_depth=0)
-    lines.append("        return mx.nd.broadcast_add(v0 + v1 + v2, mx.nd.sum(mx.nd.stack(*acc)))")
-    return "\n".join(lines) + "\n"
+    _render_block(program.body, 2, lines, loop_depth=0)
+    lines.append("        return {F}.broadcast_add(v0 + v1 + v2, {F}.sum({F}.stack(*acc)))")
+    if program.hybrid:
+        base, method, namespace = "HybridBlock", "hybrid_forward(self, F, x, limit)", "F"
+    else:
+        base, method, namespace = "Block", "forward(self, x, limit)", "mx.nd"
+    source = "\n".join(lines) + "\n"
+    for name, value in (("base", base), ("method", method), ("F", namespace),
+                        ("F_param", "F, " if program.hybrid else "")):
+        source = source.replace("{%s}" % name, value)
+    return source
 
 
 def _render_block(statements, level, lines, loop_depth):
@@ -103,12 +130,10 @@ def _render(statement, level, lines, loop_depth):
     kind = statement[0]
     if kind == "assign":
         _, target, a, b, form, c, layer = statement
-        expression = ["mx.nd.tanh(self.%s(%s)) + %s * %s" % (layer, a, b, c),
-                      "%s * %s - mx.nd.relu(%s)" % (a, c, b),
-                      "mx.nd.sigmoid(%s) * %s" % (a, b)][form]
+        expression = ASSIGN_FORMS[form].format(F="{F}", a=a, b=b, c=c, layer=layer)
         lines.append(pad + "%s = %s" % (target, expression))
     elif kind == "helper":
-        lines.append(pad + "%s = helper(%s, self.%s)" % statement[1:])
+        lines.append(pad + "%s = helper({F_param}%s, self.%s)" % statement[1:])
     elif kind == "append":
         lines.append(pad + "acc.append(%s)" % statement[1])
     elif kind == "state":
@@ -118,17 +143,17 @@ def _render(statement, level, lines, loop_depth):
         else:
             # State kept across calls is read detached, as it must be imperatively
             # (MXNet fails on an array whose recorded graph a backward freed).
-            lines.append(pad + "self.state = mx.nd.broadcast_add(self.state.detach() * 0.5, "
-                         "mx.nd.mean(%s, axis=0, keepdims=True))" % value)
+            lines.append(pad + "self.state = {F}.broadcast_add(self.state.detach() * 0.5, "
+                         "{F}.mean(%s, axis=0, keepdims=True))" % value)
     elif kind in ("break", "continue", "return"):
         _, value, c = statement
-        lines.append(pad + "if mx.nd.sum(%s) > %s:" % (value, c))
+        lines.append(pad + "if {F}.sum(%s) > %s:" % (value, c))
         lines.append(pad + "    " + (kind if kind != "return" else
-                                     "return mx.nd.broadcast_add(%s, mx.nd.sum(self.state.detach()))"
+                                     "return {F}.broadcast_add(%s, {F}.sum(self.state.detach()))"
                                      % value))
     elif kind == "if_tensor":
         _, value, c, body, orelse = statement
-        lines.append(pad + "if mx.nd.sum(%s) > %s:" % (value, c))
+        lines.append(pad + "if {F}.sum(%s) > %s:" % (value, c))
         _render_block(body, level + 1, lines, loop_depth)
         lines.append(pad + "else:")
         _render_block(orelse, level + 1, lines, loop_depth)
@@ -140,8 +165,8 @@ def _render(statement, level, lines, loop_depth):
         _render_block(orelse, level + 1, lines, loop_depth)
     elif kind == "while":
         counter = "i%d" % loop_depth
-        lines.append(pad + "%s = mx.nd.zeros((1,))" % counter)
-        lines.append(pad + "while mx.nd.sum(%s) < mx.nd.sum(limit):" % counter)
+        lines.append(pad + "%s = {F}.zeros((1,))" % counter)
+        lines.append(pad + "while {F}.sum(%s) < {F}.sum(limit):" % counter)
         # The counter moves first, so that `continue` cannot loop forever.
         lines.append(pad + "    %s = %s + 1" % (counter, counter))
         _render_block(statement[1], level + 1, lines, loop_depth + 1)
@@ -152,7 +177,7 @@ def _render(statement, level, lines, loop_depth):
         _, target, source, body = statement
         row = "row%d" % loop_depth
         lines.append(pad + "for %s in %s:" % (row, source))
-        lines.append(pad + "    %s = mx.nd.broadcast_add(%s, mx.nd.sum(%s) * 0.1)" % (target, target, row))
+        lines.append(pad + "    %s = {F}.broadcast_add(%s, {F}.sum(%s) * 0.1)" % (target, target, row))
         _render_block(body, level + 1, lines, loop_depth + 1)
 
 
@@ -162,11 +187,16 @@ def generate(seed):
 
 def shrink_candidates(program):
     """Programs with one statement removed or one compound statement replaced by its body."""
-    for i, statement in enumerate(program):
-        yield program[:i] + program[i + 1:]
+    for body in _smaller_bodies(program.body):
+        yield program._replace(body=body)
+
+
+def _smaller_bodies(statements):
+    for i, statement in enumerate(statements):
+        yield statements[:i] + statements[i + 1:]
         for j, part in enumerate(statement):
             if isinstance(part, list) and part:
-                for smaller in shrink_candidates(part):
-                    yield program[:i] + [statement[:j] + (smaller,) + statement[j + 1:]] + \
-                        program[i + 1:]
-                yield program[:i] + part + program[i + 1:]
+                for smaller in _smaller_bodies(part):
+                    yield statements[:i] + [statement[:j] + (smaller,) + statement[j + 1:]] + \
+                        statements[i + 1:]
+                yield statements[:i] + part + statements[i + 1:]

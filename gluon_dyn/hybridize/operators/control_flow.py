@@ -56,6 +56,10 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
                        % ("then" if taken else "else"))
         return (body if taken else orelse)()
     tracing.record(where, "if", "cond (graph)")
+    _staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nouts)
+
+
+def _staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nouts):
     initial = get_state()
 
     def run(block):
@@ -93,10 +97,27 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
                               branch(orelse, else_values, then_values))
         for position, value in zip(staged, chosen):
             final[position] = value
+            _note_shape(value, then_values[position], else_values[position])
     for position in selected:
         final[position] = mx.sym.where(cond, mx.sym.full(shape=(1,), val=float(then_values[position])),
                                        mx.sym.full(shape=(1,), val=float(else_values[position])))
     set_state(tuple(final))
+
+
+def _note_shape(output, *sources):
+    """Tell the trace the run-time shape of a cond/while_loop `output`, from the
+    first of `sources` (values it takes) whose shape is known: later code may
+    read it (`x.shape`, `x[i]`, `for row in x`), and MXNet cannot infer it."""
+    trace = tracing.current()
+    for source in sources:
+        try:
+            shape = trace.inferred_shape(source) if is_symbol(source) else (
+                (1,) if isinstance(source, (bool, int, float)) else None)
+        except AttributeError:
+            continue
+        if shape is not None:
+            trace.note_control_flow_shape(output, shape)
+            return
 
 
 def _as_branch_output(value, probe, other, kind):
@@ -201,16 +222,16 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
         tracing.record(where, "for", "while_loop over a range with tensor bounds (graph)")
         return _staged_range(where, iter_, extra_test, body, get_state, set_state, symbol_names)
     if not is_symbol(iter_):
-        tracing.record(where, "for", "evaluated in Python")
-        return python_statements.for_stmt(iter_, extra_test, body, get_state, set_state,
-                                          symbol_names, opts)
+        return _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state,
+                                     symbol_names, opts)
     start = 0
     trace = tracing.current()
-    if trace is not None and trace.ndarray_code:
+    length = _known_length(iter_) if trace is not None and trace.ndarray_code else None
+    if length is not None:
         # A Block's graph is specialised to its input shapes, so the number of rows
         # is known: the loop unrolls (lists appended to inside it just work) until
         # a `break` depends on a tensor; the rest is a graph loop.
-        for start in range(iter_.shape[0]):
+        for start in range(length):
             more = extra_test() if extra_test is not None else True
             if is_symbol(more):
                 break
@@ -224,6 +245,41 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     tracing.record(where, "for", "while_loop over the rows (graph)" if not start else
                    "unrolled for %d rows, then while_loop (graph) after a tensor `break`" % start)
     _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names)
+
+
+def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, symbol_names,
+                          opts):
+    """A `for` over a Python iterable runs as Python. Once a `break` depends on a
+    tensor, every remaining iteration runs under a cond on "no break yet": the
+    iterable is finite and known, so this unrolls it."""
+    no_break_yet = []
+
+    def test():
+        more = extra_test()
+        if is_symbol(more):
+            no_break_yet[:] = [more]
+            return True
+        return more
+
+    def guarded_body(item):
+        if not no_break_yet:
+            return body(item)
+        return _staged_if(where, no_break_yet[0], lambda: body(item), lambda: None, get_state,
+                          set_state, symbol_names, len(symbol_names))
+
+    python_statements.for_stmt(iter_, test if extra_test is not None else None, guarded_body,
+                               get_state, set_state, symbol_names, opts)
+    tracing.record(where, "for", "unrolled in Python, iterations after a tensor `break` under "
+                   "cond (graph)" if no_break_yet else "evaluated in Python")
+
+
+def _known_length(tensor):
+    """The length of axis 0 when the trace knows it (else the rows go to a graph
+    loop, which reads the length at run time)."""
+    try:
+        return tensor.shape[0]
+    except AttributeError:
+        return None
 
 
 class TensorRange:
@@ -349,4 +405,6 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     with tracing.staging():
         _, final = ops.while_loop(loop_test, loop_body, [initial[i] for i in carried],
                                   max_iterations=UNBOUNDED)
+    for position, value in zip(carried, final):
+        _note_shape(value, initial[position])
     set_state(with_carried(final))

@@ -15,19 +15,47 @@ def is_symbol(value):
 
 def get_item(target, key):
     trace = tracing.current()
-    if not is_symbol(target) or trace is None or not trace.ndarray_code or \
-            len(target.list_outputs()) > 1:
+    if not is_symbol(target) or trace is None or len(target.list_outputs()) > 1:
         return target[key]
+    key_parts = key if isinstance(key, tuple) else (key,)
+    if not trace.ndarray_code:
+        # hybrid_forward code: an int selects an output, as for any Symbol; slices
+        # (which plain Symbols reject) take NDArray's meaning.
+        if not any(isinstance(part, slice) for part in key_parts):
+            return target[key]
+        return _slices_without_shape(target, key_parts)
     if is_symbol(key):
         return mx.sym.take(target, key, axis=0)
+    try:
+        shape = target.shape
+    except AttributeError:  # a shape only known at run time (after a cond)
+        return _slices_without_shape(target, key_parts)
     if isinstance(key, int):
-        return _row(target, key)
-    return _index_like_ndarray(target, key if isinstance(key, tuple) else (key,))
+        return _row(target, key, shape)
+    return _index_like_ndarray(target, key_parts, shape)
 
 
-def _row(target, index):
+def _slices_without_shape(target, key):
+    """`x[1:, 0, ::2]` from the key alone (no bounds check: the shape is unknown)."""
+    begin, end, step, dropped = [], [], [], []
+    for axis, index in enumerate(key):
+        if isinstance(index, slice):
+            begin.append(index.start)
+            end.append(index.stop)
+            step.append(index.step)
+        else:
+            position = int(index)
+            begin.append(position)
+            end.append(position + 1 if position != -1 else None)
+            step.append(None)
+            dropped.append(axis)
+    result = mx.sym.slice(target, begin=tuple(begin), end=tuple(end), step=tuple(step))
+    # MXNet's squeeze keeps shape (1,) when every axis goes, as a legacy NDArray does.
+    return mx.sym.squeeze(result, axis=tuple(dropped)) if dropped else result
+
+
+def _row(target, index, shape):
     """`x[i]`: reads only the length of axis 0, so the graph fits any other sizes."""
-    shape = target.shape
     length, ndim = shape[0], len(shape)
     position = index + length if index < 0 else index
     if not 0 <= position < length:
@@ -37,8 +65,7 @@ def _row(target, index):
     return mx.sym.reshape(row, shape=(-3, -2)) if ndim > 1 else row
 
 
-def _index_like_ndarray(target, key):
-    shape = target.shape
+def _index_like_ndarray(target, key, shape):
     if len(key) > len(shape):
         raise IndexError("too many indices (%d) for an array of shape %s" % (len(key), shape))
     begin, end, step, kept = [], [], [], []
