@@ -65,6 +65,9 @@ CASES = [
          {"a": (3, 4)}, special={"a": small_ints}),
     Case("unary_math", S.exp(a) + S.square(a) + S.abs(a) + S.sin(a) + S.floor(a), {"a": (3, 4)}),
     Case("log_sqrt", S.log(a) + S.sqrt(a) + S.rsqrt(a), {"a": (3, 4)}, special={"a": positive}),
+    Case("logical", S.concat(S.logical_not(a), S.broadcast_logical_and(a, b),
+                             S.broadcast_logical_or(a, b), S.broadcast_logical_xor(a, b), dim=1),
+         {"a": (3, 4), "b": (3, 4)}, BATCH_AB, {"a": small_ints, "b": small_ints}),
     Case("add_n", S.add_n(a, b, c), {"a": (3, 4), "b": (3, 4), "c": (3, 4)}, ("a", "b", "c")),
     # activations
     Case("activation", S.concat(*[S.Activation(a, act_type=t) for t in
@@ -110,6 +113,9 @@ CASES = [
          {"a": (2, 3, 2)}, batch=()),
     Case("transpose_axes", S.transpose(a, axes=(0, 2, 1)) + S.swapaxes(a, dim1=1, dim2=2),
          {"a": (2, 3, 3)}),
+    Case("reshape_like", S.reshape_like(a, b), {"a": (2, 6), "b": (2, 3, 2)}, BATCH_AB),
+    Case("broadcast_to_like", S.broadcast_to(a, shape=(0, 3, 4)) + S.broadcast_like(a, b),
+         {"a": (2, 1, 4), "b": (2, 3, 4)}, BATCH_AB),
     Case("flatten", S.Flatten(a) + S.flatten(a), {"a": (2, 3, 4)}),
     # reductions
     Case("sum_mean", S.broadcast_add(S.sum(a, axis=1), S.mean(a, axis=(1, 2), keepdims=True)
@@ -130,6 +136,10 @@ CASES = [
          special={"a": lambda shape, rng: rng.randint(-6, 6, size=shape).astype("float32")}),
     Case("take_axis", S.take(b, a, axis=1), {"a": (2, 3), "b": (2, 5)}, batch=("a", "b"),
          special={"a": indices(5)}),
+    Case("creation", S.broadcast_add(S.zeros((1, 4)) + S.ones((1, 4)) + S.full((1, 4), 2.5)
+                                     + S.reshape(S.arange(4), (1, 4))
+                                     + S.reshape(S.arange(1, 3, 0.5), (1, 4)), a), {"a": (3, 4)}),
+    Case("shape_array", S.shape_array(a), {"a": (3, 4)}),
     Case("like_copy", S.zeros_like(a) + S.ones_like(a) + S.identity(a) + S.BlockGrad(a)
          + S.stop_gradient(a), {"a": (3, 4)}),
     Case("cast", S.Cast(a * 10, dtype="int32"), {"a": (3, 4)}),

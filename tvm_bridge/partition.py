@@ -102,17 +102,14 @@ class _Analysis:
         self.types = {(graph.variable_index[name], 0): relax_type(vt, self.dim_vars)
                       for name, vt in env.input_types.items()}
         self.reasons = {}  # node index -> why it runs in MXNet
-        readers = graph.consumers()
-        self.used = {ref for ref in readers} | set(graph.heads)
+        self.used = set(graph.consumers()) | set(graph.heads)
+        self._mxnet_types = None
         for index, node in enumerate(graph.nodes):
             if not node.is_variable:
                 self._classify(index, node)
 
     def _classify(self, index, node):
-        input_types = [self.types.get(ref) for ref in node.inputs]
-        if None in input_types:  # an input comes from MXNet: ask MXNet for its type
-            self._add_mxnet_types([ref for ref in node.inputs if ref not in self.types])
-            input_types = [self.types[ref] for ref in node.inputs]
+        input_types = [self._type(ref) for ref in node.inputs]
         try:
             output_types = _probe(node, input_types)
             missing = [k for k, ty in enumerate(output_types)
@@ -125,14 +122,20 @@ class _Analysis:
             return
         self.types.update(((index, k), ty) for k, ty in enumerate(output_types) if ty is not None)
 
-    def _add_mxnet_types(self, refs):
-        for ref, vt in self.env.mxnet_types(refs).items():
-            self.types[ref] = relax_type(vt, self.dim_vars)
+    def _type(self, ref):
+        """The Relax type of a value; for outputs of MXNet nodes, MXNet's inference
+        (run once, for every value read)."""
+        if ref not in self.types:
+            if self._mxnet_types is None:
+                node_outputs = sorted(r for r in self.used
+                                      if not self.graph.nodes[r[0]].is_variable)
+                self._mxnet_types = self.env.mxnet_types(node_outputs)
+            self.types[ref] = relax_type(self._mxnet_types[ref], self.dim_vars)
+        return self.types[ref]
 
     def input_type(self, ref):
-        if ref not in self.types:
-            self._add_mxnet_types([ref])
-        return from_relax_type(self.types[ref], self.graph.value_name(ref))
+        """The ValueType of a value a segment reads."""
+        return from_relax_type(self._type(ref), self.graph.value_name(ref))
 
 
 def _group_nodes(graph, runs_in_mxnet):

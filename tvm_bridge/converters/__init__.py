@@ -3,7 +3,7 @@
 Importing this package registers them all; ``lookup(op)`` finds one.
 """
 from .registry import Unsupported, converted_ops, lookup, register
-from . import (activation, control_flow, elementwise, linear, nn, passthrough,  # noqa: F401
-               reduction, reshaping, slicing, tensors)
+from . import (activation, control_flow, creation, elementwise, linear, nn,  # noqa: F401
+               passthrough, reduction, reshaping, slicing, tensors)
 
 __all__ = ["Unsupported", "converted_ops", "lookup", "register"]

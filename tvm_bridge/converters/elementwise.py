@@ -90,6 +90,24 @@ for _name, _op in _UNARY.items():
     register(_name)(_unary_converter(_op))
 
 
+def _nonzero(x):
+    return R.not_equal(x, relax.const(0, dtype_of(x)))
+
+
+def _logical_converter(relax_op):
+    def convert(ctx, node, args):
+        """MXNet logical op: inputs read as nonzero/zero, result 1/0 of the first input's dtype."""
+        return R.astype(relax_op(*[_nonzero(arg) for arg in args]), dtype_of(args[0]))
+    return convert
+
+
+for _op, _names in ((R.logical_and, ("_logical_and", "broadcast_logical_and")),
+                    (R.logical_or, ("_logical_or", "broadcast_logical_or")),
+                    (R.logical_xor, ("_logical_xor", "broadcast_logical_xor")),
+                    (R.logical_not, ("logical_not",))):
+    register(*_names)(_logical_converter(_op))
+
+
 @register("add_n")  # ElementWiseSum is its alias
 def convert_add_n(ctx, node, args):
     """MXNet add_n: the sum of all inputs (same shapes)."""

@@ -61,6 +61,30 @@ def convert_reshape(ctx, node, args):
     return R.reshape(args[0], mxnet_reshape_dims(shape_of(args[0]), codes))
 
 
+@register("reshape_like")
+def convert_reshape_like(ctx, node, args):
+    """MXNet reshape_like(lhs, rhs): lhs in rhs's shape (the whole shape only)."""
+    if any(key in node.attrs for key in ("lhs_begin", "lhs_end", "rhs_begin", "rhs_end")):
+        raise Unsupported("reshape_like of partial shapes (lhs_begin/rhs_begin...)")
+    return R.reshape(args[0], shape_of(args[1]))
+
+
+@register("broadcast_to")
+def convert_broadcast_to(ctx, node, args):
+    """MXNet broadcast_to(shape): a 0 in shape keeps the input's dim."""
+    dims = shape_of(args[0])
+    shape = [dims[k] if d == 0 else int(d) for k, d in enumerate(attr_tuple(node, "shape"))]
+    return R.broadcast_to(args[0], shape)
+
+
+@register("broadcast_like")
+def convert_broadcast_like(ctx, node, args):
+    """MXNet broadcast_like(lhs, rhs): lhs broadcast to rhs's whole shape."""
+    if attr_axes(node, "lhs_axes") or attr_axes(node, "rhs_axes"):
+        raise Unsupported("broadcast_like over chosen axes")
+    return R.broadcast_to(args[0], shape_of(args[1]))
+
+
 @register("Flatten")  # `flatten` is its alias
 def convert_flatten(ctx, node, args):
     """MXNet Flatten: (d0, d1*d2*...)."""

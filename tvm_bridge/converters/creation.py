@@ -1,0 +1,49 @@
+"""Arrays made from attributes (zeros, ones, full, arange) and shape_array."""
+from tvm import relax
+from tvm.relax import op as R
+
+from .attrs import attr_bool, attr_float, attr_int, attr_str, attr_tuple
+from .registry import Unsupported, register
+
+
+def _filled(node, value):
+    dtype = attr_str(node, "dtype", "float32")
+    shape = [int(d) for d in attr_tuple(node, "shape")]
+    if 0 in shape:
+        raise Unsupported("a shape %s with unknown (0) dims" % (tuple(shape),))
+    return R.full(shape, relax.const(value, dtype), dtype)
+
+
+@register("_zeros")
+def convert_zeros(ctx, node, args):
+    """MXNet zeros(shape, dtype)."""
+    return _filled(node, 0)
+
+
+@register("_ones")
+def convert_ones(ctx, node, args):
+    """MXNet ones(shape, dtype)."""
+    return _filled(node, 1)
+
+
+@register("_full")
+def convert_full(ctx, node, args):
+    """MXNet full(shape, value, dtype)."""
+    return _filled(node, attr_float(node, "value"))
+
+
+@register("_arange")
+def convert_arange(ctx, node, args):
+    """MXNet arange(start, stop=None, step): [0, start) when stop is None."""
+    if attr_int(node, "repeat", 1) != 1 or attr_bool(node, "infer_range"):
+        raise Unsupported("repeat != 1 or infer_range=True")
+    start, stop = attr_float(node, "start", 0.0), attr_float(node, "stop")
+    if stop is None:
+        start, stop = 0.0, start
+    return R.arange(start, stop, attr_float(node, "step", 1.0), attr_str(node, "dtype", "float32"))
+
+
+@register("shape_array")
+def convert_shape_array(ctx, node, args):
+    """MXNet shape_array: the input's shape as an int64 1-d array."""
+    return R.shape_to_tensor(ctx.emit(R.shape_of(args[0])))
