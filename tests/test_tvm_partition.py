@@ -34,13 +34,13 @@ def assert_valid_schedule(graph, segments):
     assert all(ref in produced for ref in graph.heads)
 
 
-def check_segments_match_mxnet(symbol, shapes, symbolic_dims=None, sizes=(3,)):
+def check_segments_match_mxnet(symbol, shapes, symbolic_dims=None, sizes=(3,), special=None):
     graph = load_graph(symbol)
     segments = partition(graph, shapes, symbolic_dims=symbolic_dims)
     assert_valid_schedule(graph, segments)
     for size in sizes:
         run_shapes = dict(shapes, x=(size,) + shapes["x"][1:])
-        inputs = make_inputs(symbol, run_shapes, seed=size)
+        inputs = make_inputs(symbol, run_shapes, special=special, seed=size)
         assert_outputs_close(run_segments(symbol, segments, inputs, shapes,
                                           symbolic_dims=symbolic_dims),
                              run_mxnet(symbol, inputs))
@@ -172,3 +172,28 @@ def test_load_graph_keeps_control_flow_bodies_as_graphs():
     # MXNet copies an output that is also a state.
     assert [node.op for node in body_graph.nodes if not node.is_variable] == ["elemwise_add", "_copy"]
     assert len(body_graph.heads) == 2
+
+
+def test_foreach_over_a_symbolic_length_runs_in_mxnet():
+    def body(step, states):
+        new = S.tanh(step + states[0])
+        return new, [new]
+
+    outputs, _ = S.contrib.foreach(body, S.exp(x), [S.var("h")])
+    symbol = S.relu(outputs)
+    shapes = {"x": (3, 2, 5), "h": (2, 5)}
+    segments = check_segments_match_mxnet(symbol, shapes, {"x": {0: "steps"}}, sizes=(3, 4))
+    assert [s.kind for s in segments] == ["tvm", "mxnet", "tvm"]
+    assert "not static" in segments[1].reason
+
+
+def test_mxnet_segment_keeps_auxiliary_states():
+    """BatchNorm with output_mean_var does not convert; its moving stats stay aux inputs."""
+    normed = S.BatchNorm(S.exp(x), output_mean_var=True, fix_gamma=False, name="bn")[0]
+    symbol = normed * 2
+    graph = load_graph(symbol)
+    positive = {"bn_moving_var": lambda shape, rng: rng.uniform(0.5, 2, shape).astype("float32")}
+    segments = check_segments_match_mxnet(symbol, {"x": (3, 4)}, special=positive)
+    assert [s.kind for s in segments] == ["tvm", "mxnet", "tvm"]
+    assert segments[1].to_symbol(graph).list_auxiliary_states() == [
+        "bn_moving_mean", "bn_moving_var"]

@@ -35,6 +35,11 @@ class Segment:
         self.input_types = input_types
         self.reasons = reasons
 
+    @property
+    def reason(self):
+        """The reasons as one string."""
+        return "; ".join(self.reasons)
+
     def input_names(self, graph):
         """A unique name per input: a variable's own name, else the producer's output."""
         return [graph.nodes[i].name if graph.nodes[i].is_variable else
