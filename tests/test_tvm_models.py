@@ -17,14 +17,21 @@ def sequence_batch(size, seed=0):
     return x, np.zeros((size, HIDDEN), "float32")
 
 
-class UnrolledLSTM(gluon.HybridBlock):
-    """An LSTM over a fixed number of steps, one cell written out per step."""
+class RecurrentLoop(gluon.HybridBlock):
+    """Input-to-hidden and hidden-to-hidden projections for ``gates`` gates."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, gates, **kwargs):
         super().__init__(**kwargs)
         with self.name_scope():
-            self.i2h = gluon.nn.Dense(4 * HIDDEN, in_units=FEATURES)
-            self.h2h = gluon.nn.Dense(4 * HIDDEN, in_units=HIDDEN)
+            self.i2h = gluon.nn.Dense(gates * HIDDEN, in_units=FEATURES)
+            self.h2h = gluon.nn.Dense(gates * HIDDEN, in_units=HIDDEN)
+
+
+class UnrolledLSTM(RecurrentLoop):
+    """An LSTM over a fixed number of steps, one cell written out per step."""
+
+    def __init__(self):
+        super().__init__(gates=4)
 
     def hybrid_forward(self, F, x, h0):
         h, c = h0, h0
@@ -38,14 +45,11 @@ class UnrolledLSTM(gluon.HybridBlock):
         return F.concat(*outputs, dim=0), c
 
 
-class UnrolledGRU(gluon.HybridBlock):
+class UnrolledGRU(RecurrentLoop):
     """A GRU over a fixed number of steps (MXNet's gate layout r, z, n)."""
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.i2h = gluon.nn.Dense(3 * HIDDEN, in_units=FEATURES)
-            self.h2h = gluon.nn.Dense(3 * HIDDEN, in_units=HIDDEN)
+    def __init__(self):
+        super().__init__(gates=3)
 
     def hybrid_forward(self, F, x, h):
         for t in range(STEPS):

@@ -158,6 +158,8 @@ def test_load_graph_accepts_symbol_json_text_and_file(tmp_path):
         load_graph(42)
     with pytest.raises(ValueError, match="not valid JSON"):
         load_graph("{not json")
+    with pytest.raises(ValueError, match="neither JSON text nor a file"):
+        load_graph(str(tmp_path / "missing.json"))
 
 
 def test_load_graph_keeps_control_flow_bodies_as_graphs():

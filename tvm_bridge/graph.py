@@ -5,6 +5,7 @@ nodes whose ``op`` is ``"null"``; their single value is ``(index, 0)``.
 """
 import json
 import os
+from dataclasses import dataclass
 
 import mxnet as mx
 
@@ -13,16 +14,16 @@ import mxnet as mx
 _VERSION_STAMP = {"mxnet_version": ["int", 10901]}
 
 
+@dataclass(repr=False)
 class Node:
     """One operator (or variable) of a graph, as MXNet's JSON describes it."""
 
-    def __init__(self, op, name, attrs, inputs, num_outputs, subgraphs):
-        self.op = op
-        self.name = name
-        self.attrs = attrs
-        self.inputs = inputs
-        self.num_outputs = num_outputs
-        self.subgraphs = subgraphs
+    op: str  # "null" for a variable
+    name: str
+    attrs: dict  # attribute strings as MXNet writes them
+    inputs: list  # value refs (node index, output index)
+    num_outputs: int
+    subgraphs: list  # Graphs nested in control-flow nodes
 
     @property
     def is_variable(self):
@@ -101,7 +102,9 @@ def load_graph(symbol_or_json):
         text = symbol_or_json.tojson()
     elif isinstance(symbol_or_json, str) and symbol_or_json.lstrip().startswith("{"):
         text = symbol_or_json
-    elif isinstance(symbol_or_json, (str, os.PathLike)) and os.path.isfile(symbol_or_json):
+    elif isinstance(symbol_or_json, (str, os.PathLike)):
+        if not os.path.isfile(symbol_or_json):
+            raise ValueError("load_graph: %r is neither JSON text nor a file" % (symbol_or_json,))
         with open(symbol_or_json) as f:
             text = f.read()
     else:

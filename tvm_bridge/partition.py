@@ -8,6 +8,8 @@ segments on the longest path before them. Nodes of one stage form one TVM
 segment; since a path leaving a TVM segment through an MXNet node always
 reaches a later stage, no TVM segment both feeds and depends on an MXNet one.
 """
+from dataclasses import dataclass
+
 from tvm import relax
 
 from .converters import Unsupported
@@ -18,22 +20,16 @@ from .value_types import ShapeEnv, from_relax_type, relax_type
 TVM, MXNET = "tvm", "mxnet"
 
 
+@dataclass(repr=False)
 class Segment:
-    """Consecutive work for one runtime.
+    """Consecutive work for one runtime."""
 
-    ``nodes``: graph node indices (topological order); ``inputs``: value refs
-    read from graph variables or earlier segments; ``outputs``: value refs that
-    later segments or the graph heads read; ``input_types``: ValueTypes of the
-    inputs; ``reasons``: why this segment's boundaries are where they are.
-    """
-
-    def __init__(self, kind, nodes, inputs, outputs, input_types, reasons):
-        self.kind = kind
-        self.nodes = nodes
-        self.inputs = inputs
-        self.outputs = outputs
-        self.input_types = input_types
-        self.reasons = reasons
+    kind: str  # TVM or MXNET
+    nodes: list  # graph node indices, topological order
+    inputs: list  # value refs read from graph variables or earlier segments
+    outputs: list  # value refs that later segments or the graph heads read
+    input_types: list  # a ValueType per input
+    reasons: list  # why this segment's boundaries are where they are
 
     @property
     def reason(self):

@@ -6,22 +6,13 @@ from .attrs import attr_float
 from .registry import register
 from .tensor_info import dtype_of
 
-# MXNet's elemwise_* ops require equal shapes, broadcast_* broadcast like numpy;
-# Relax's binary ops broadcast, which covers both.
-_BINARY = {
-    R.add: ("elemwise_add", "broadcast_add"),
-    R.subtract: ("elemwise_sub", "broadcast_sub"),
-    R.multiply: ("elemwise_mul", "broadcast_mul"),
-    R.divide: ("elemwise_div", "broadcast_div"),
-    R.power: ("_power", "broadcast_power"),
-    R.maximum: ("_maximum", "broadcast_maximum"),
-    R.minimum: ("_minimum", "broadcast_minimum"),
-    R.greater: ("_greater", "broadcast_greater"),
-    R.greater_equal: ("_greater_equal", "broadcast_greater_equal"),
-    R.less: ("_lesser", "broadcast_lesser"),
-    R.less_equal: ("_lesser_equal", "broadcast_lesser_equal"),
-    R.equal: ("_equal", "broadcast_equal"),
-    R.not_equal: ("_not_equal", "broadcast_not_equal"),
+# Binary ops by MXNet name stem: "elemwise_<stem>" (or "_<stem>") requires equal
+# shapes, "broadcast_<stem>" broadcasts like numpy; Relax's ops broadcast, covering both.
+_ELEMWISE_STEMS = {"add": R.add, "sub": R.subtract, "mul": R.multiply, "div": R.divide}
+_UNDERSCORE_STEMS = {
+    "power": R.power, "maximum": R.maximum, "minimum": R.minimum, "greater": R.greater,
+    "greater_equal": R.greater_equal, "lesser": R.less, "lesser_equal": R.less_equal,
+    "equal": R.equal, "not_equal": R.not_equal,
 }
 # MXNet comparisons return 0/1 in the input dtype, not booleans.
 _COMPARISONS = (R.greater, R.greater_equal, R.less, R.less_equal, R.equal, R.not_equal)
@@ -82,8 +73,10 @@ def _unary_converter(relax_op):
     return convert
 
 
-for _op, _names in _BINARY.items():
-    register(*_names)(_binary_converter(_op))
+for _stem, _op in _ELEMWISE_STEMS.items():
+    register("elemwise_" + _stem, "broadcast_" + _stem)(_binary_converter(_op))
+for _stem, _op in _UNDERSCORE_STEMS.items():
+    register("_" + _stem, "broadcast_" + _stem)(_binary_converter(_op))
 for _name, (_op, _right) in _SCALAR.items():
     register(_name)(_scalar_converter(_op, _right))
 for _name, _op in _UNARY.items():
