@@ -32,4 +32,6 @@ def lookup(op_name):
 
 
 def converted_ops():
+    """MXNet op names with a converter (those of _while_loop, _cond and
+    gluon_dyn_assert always decline, giving the reason)."""
     return sorted(_CONVERTERS)
