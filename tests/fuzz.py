@@ -22,7 +22,7 @@ def main():
     deadline = time.time() + 60 * minutes
     checked, failures = 0, 0
     while time.time() < deadline:
-        program_seed, call_seed = rng.randrange(10 ** 9), rng.randrange(10 ** 9)
+        program_seed, call_seed = differential.random_case(rng)
         program = programs.generate(program_seed)
         problem = differential.disagreement(program, call_seed)
         checked += 1

@@ -34,6 +34,11 @@ def load(source):
     return module.Program
 
 
+def random_case(rng):
+    """A (program seed, call seed) pair: one generated program and its calls."""
+    return rng.randrange(10 ** 9), rng.randrange(10 ** 9)
+
+
 def calls_for(seed, count=6):
     rng = random.Random(seed)
     return [{"batch": rng.choice((2, 3)), "scale": rng.choice((-2.0, -0.5, 0.5, 2.0)),
@@ -59,9 +64,10 @@ def _run(block, call):
     return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy())
 
 
-def disagreement(program, call_seed):
+def disagreement(program, call_seed, reports=None):
     """None if the two runs agree on every call, else a description of the first difference.
-    (A shrinking step can leave `break` outside its loop: such a program is not a candidate.)"""
+    (A shrinking step can leave `break` outside its loop: such a program is not a candidate.)
+    The dynamic block's report is appended to `reports` if given."""
     try:
         cls = load(programs.render(program))
     except SyntaxError:
@@ -81,6 +87,8 @@ def disagreement(program, call_seed):
             problem = _compare(expected, got)
             if problem:
                 return "call %d %s: %s" % (index, call, problem)
+    if reports is not None:
+        reports.append(gluon_dyn.hybridize.report(dynamic))
     return None
 
 

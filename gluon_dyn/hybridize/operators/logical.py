@@ -13,11 +13,17 @@ def and_(a, b):
     left = a()
     if not is_symbol(left):
         return left and b()
-    return mx.sym.broadcast_logical_and(left, b())
+    return mx.sym.broadcast_logical_and(left, _as_truth_tensor(b()))
 
 
 def or_(a, b):
     left = a()
     if not is_symbol(left):
         return left or b()
-    return mx.sym.broadcast_logical_or(left, b())
+    return mx.sym.broadcast_logical_or(left, _as_truth_tensor(b()))
+
+
+def _as_truth_tensor(value):
+    # `tensor and flag`: a Python operand (a `break` flag not yet a tensor) joins
+    # the tensor one as 0/1.
+    return value if is_symbol(value) else mx.sym.full(shape=(1,), val=float(bool(value)))
