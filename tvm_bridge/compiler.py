@@ -1,0 +1,124 @@
+"""Compiling a Relax IRModule for the local CPU, with a disk cache of the results.
+
+Pipeline: legalisation and fusion (TVM's CPU passes),
+then tuned schedules from this module's meta-schedule database if there is one,
+then dlight default schedules for the rest, then the VM lowering passes.
+Results are exported shared libraries keyed by module, target, tuning records,
+TVM version and pipeline version, so another process loads instead of compiling.
+"""
+import os
+import time
+
+import tvm
+from tvm import relax, tirx
+from tvm.relax.backend import cpu_generic
+from tvm.s_tir import dlight, meta_schedule
+
+from . import cache
+from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
+from .schedule_rules import SpatialLanesReduction
+from .target import host_target, target_json
+
+# Bump when the passes below change, so libraries built by older code are not reused.
+PIPELINE_VERSION = 1
+
+
+def signature_of(mod):
+    """The Signature of mod["main"]: its parameters' names, shapes and dtypes."""
+    if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+        raise ValueError("the module has no function 'main' to compile")
+    function = mod["main"]
+    if not isinstance(function, relax.Function):
+        raise TypeError(f"'main' must be a Relax function, got {type(function).__name__}")
+    inputs = []
+    for param in function.params:
+        param_type = param.ty
+        if not isinstance(param_type, relax.TensorType) or param_type.shape is None:
+            raise ValueError(f"input '{param.name}' must be a tensor of known rank, "
+                             f"got {param_type}")
+        inputs.append(InputSpec(param.name, [_dim(d) for d in param_type.shape.values],
+                                param_type.dtype))
+    returned = function.ret_ty
+    if isinstance(returned, relax.TensorType):
+        return Signature(inputs, 1, returns_tuple=False)
+    return Signature(inputs, len(returned.fields), returns_tuple=True)
+
+
+def _dim(value):
+    if isinstance(value, tirx.IntImm):
+        return int(value)
+    if isinstance(value, tirx.Var):
+        return value.name
+    return str(value)  # an expression of symbolic dims: checked by the VM only
+
+
+def fuse(mod, target):
+    """Legalised and fused module: the form meta-schedule extracts tasks from and
+    tuning records are matched against."""
+    passes = cpu_generic.library_dispatch_passes(target) + cpu_generic.legalize_passes(target)
+    with target:
+        # Weights are graph inputs: each per-step transpose of a weight is the same
+        # value, computed once after CSE.
+        return tvm.transform.Sequential([relax.transform.EliminateCommonSubexpr(), *passes])(mod)
+
+
+def lower(fused, target, database=None):
+    """Schedule (database first, dlight for the rest) and lower a fused module."""
+    with target:
+        if database is not None:
+            with database:
+                fused = relax.transform.MetaScheduleApplyDatabase()(fused)
+        fused = dlight.ApplyDefaultSchedule(SpatialLanesReduction(), dlight.cpu.Reduction())(fused)
+        passes = cpu_generic.pipeline.dataflow_lower_passes(target)
+        return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
+
+
+def tuning_database(root, module_key, target):
+    """This module's meta-schedule database in the cache, or None if never tuned."""
+    directory = cache.tuning_dir(root, module_key, target_json(target))
+    if not os.path.exists(cache.tuning_records_path(directory)):
+        return None
+    return meta_schedule.database.JSONDatabase(work_dir=directory, allow_missing=False)
+
+
+def compile_module(mod, target=None, *, cache_dir=None, use_cache=True, use_tuning=True):
+    """Compile mod["main"] for `target` (default: host_target()) into a CompiledFunction.
+
+    With use_cache, a library built before for the same module, target and tuning
+    records is loaded from `cache_dir` (default: see cache.cache_root) instead.
+    With use_tuning, records from tuning.tune_module for this module are applied.
+    The result's `info`: from_cache, compile_seconds (0 when loaded), tuned,
+    library (path, or None without the cache).
+    """
+    target = target or host_target()
+    root = cache.cache_root(cache_dir)
+    module_key = cache.module_digest(mod)
+    database = tuning_database(root, module_key, target) if use_tuning else None
+    records = cache.tuning_records_path(cache.tuning_dir(root, module_key, target_json(target)))
+    tuning_state = cache.file_digest(records) if database is not None else "untuned"
+    key = cache.digest(module_key, target_json(target), tuning_state, tvm.__version__,
+                       PIPELINE_VERSION)
+    library = os.path.join(root, "compiled", key[:32] + ".so")
+    manifest = library[:-3] + ".json"
+    info = {"tuned": database is not None, "library": library if use_cache else None}
+    if use_cache and os.path.exists(library) and os.path.exists(manifest):
+        return load_library(library, manifest, {**info, "from_cache": True, "compile_seconds": 0.0})
+
+    signature = signature_of(mod)
+    start = time.perf_counter()
+    lowered = lower(fuse(mod, target), target, database)
+    executable = tvm.compile(lowered, target=target, relax_pipeline=None)
+    info.update(from_cache=False, compile_seconds=time.perf_counter() - start)
+    if use_cache:
+        os.makedirs(os.path.dirname(library), exist_ok=True)
+        export_atomically(executable, library)
+        write_manifest(manifest, signature)
+    return CompiledFunction(executable, signature, info=info)
+
+
+def export_atomically(executable, library):
+    """Export under a temporary name and rename, so a concurrent reader never
+    loads a half-written library."""
+    temporary = f"{library[:-3]}.{os.getpid()}.tmp.so"
+    executable.export_library(temporary)
+    os.replace(temporary, library)

@@ -1,0 +1,170 @@
+"""Calling compiled TVM Relax functions with MXNet NDArrays, without copies.
+
+This file imports only numpy, tvm and mxnet (nothing from gluon_dyn or
+tvm_bridge), so it can be copied beside an exported model and loaded on its own:
+`load_library(library_path, manifest_path)`.
+"""
+import ctypes
+import json
+import os
+
+import mxnet as mx
+import numpy as np
+import tvm
+from tvm import relax
+
+# TVM's DLPack import refuses other addresses; such inputs are copied.
+TVM_ALIGNMENT = 64
+MANIFEST_FORMAT = 1
+
+
+def configure_threads(default_threads=1):
+    """Set TVM's thread pool size and binding before the pool first starts.
+
+    TVM_NUM_THREADS defaults to `default_threads` and TVM_BIND_THREADS to 0; values
+    already in the environment win. With binding on, TVM pins the calling thread
+    to CPU 0 and every thread created later (MXNet's engine workers) inherits that
+    mask. The pool reads these variables once, at its first parallel call, so
+    later changes in the same process have no effect. Returns the thread count.
+    """
+    os.environ.setdefault("TVM_NUM_THREADS", str(int(default_threads)))
+    os.environ.setdefault("TVM_BIND_THREADS", "0")
+    return int(os.environ["TVM_NUM_THREADS"])
+
+
+class InputSpec:
+    """Name, shape (ints, or strings naming symbolic dims) and dtype of one input."""
+
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, tuple(shape), str(dtype)
+
+    def to_json(self):
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype}
+
+    def __repr__(self):
+        return f"InputSpec({self.name!r}, {self.shape}, {self.dtype!r})"
+
+
+class Signature:
+    """The inputs of a compiled function and how many arrays it returns."""
+
+    def __init__(self, inputs, num_outputs, returns_tuple=True):
+        self.inputs = list(inputs)
+        self.num_outputs = int(num_outputs)
+        self.returns_tuple = bool(returns_tuple)
+
+    def to_json(self):
+        return {"inputs": [spec.to_json() for spec in self.inputs],
+                "num_outputs": self.num_outputs, "returns_tuple": self.returns_tuple}
+
+    @classmethod
+    def from_json(cls, data):
+        inputs = [InputSpec(d["name"], d["shape"], d["dtype"]) for d in data["inputs"]]
+        return cls(inputs, data["num_outputs"], data.get("returns_tuple", True))
+
+    def check(self, arrays):
+        """Raise ValueError/TypeError naming the first input that does not fit."""
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(spec.name for spec in self.inputs)
+            raise TypeError(f"expected {len(self.inputs)} inputs ({names}), got {len(arrays)}")
+        bound = {}  # symbolic dim name -> (value, where it was bound)
+        for index, (spec, array) in enumerate(zip(self.inputs, arrays)):
+            where = f"input {index} '{spec.name}'"
+            if not isinstance(array, (mx.nd.NDArray, np.ndarray)):
+                raise TypeError(f"{where}: expected an mxnet NDArray or numpy array, "
+                                f"got {type(array).__name__}")
+            dtype = np.dtype(array.dtype).name
+            if dtype != spec.dtype:
+                raise ValueError(f"{where}: expected dtype {spec.dtype}, got {dtype}")
+            shape = tuple(array.shape)
+            if len(shape) != len(spec.shape):
+                raise ValueError(f"{where}: expected {len(spec.shape)} dims {spec.shape}, "
+                                 f"got {len(shape)} dims {shape}")
+            for axis, (want, got) in enumerate(zip(spec.shape, shape)):
+                if isinstance(want, int):
+                    if want != got:
+                        raise ValueError(f"{where} dim {axis}: expected {want}, got {got}")
+                elif want in bound and bound[want][0] != got:
+                    value, first = bound[want]
+                    raise ValueError(f"{where} dim {axis}: '{want}' is {value} in {first}, "
+                                     f"got {got}")
+                else:
+                    bound.setdefault(want, (got, where))
+
+
+def _mx_data_address(array):
+    address = ctypes.c_void_p()
+    mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(address)))
+    return address.value or 0
+
+
+class CompiledFunction:
+    """A compiled Relax function called with MXNet NDArrays (or numpy arrays).
+
+    Inputs go to TVM through DLPack without copies when 64-byte aligned and
+    contiguous; otherwise they are copied once and `copies` counts them.
+    Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
+    returns a tuple gives a list, one that returns a tensor gives one NDArray.
+    `info` holds how it was made (compile time, cache hit, tuning), if known.
+    """
+
+    def __init__(self, executable, signature, function_name="main", info=None):
+        configure_threads()  # before this VM can start TVM's thread pool
+        self.signature = signature
+        self.executable = executable
+        self._vm = relax.VirtualMachine(executable, tvm.cpu())
+        self._function = self._vm[function_name]
+        self.copies = 0
+        self.info = dict(info or {})
+
+    def __call__(self, *arrays):
+        self.signature.check(arrays)
+        result = self._function(*[self._to_tvm(array) for array in arrays])
+        if not self.signature.returns_tuple:
+            return mx.nd.from_dlpack(result.__dlpack__())
+        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+
+    def _to_tvm(self, array):
+        if isinstance(array, mx.nd.NDArray):
+            if array.context.device_type != "cpu":
+                raise ValueError(f"arrays must be on the CPU, got one on {array.context}")
+            # to_dlpack_for_read waits for pending MXNet writes; ask for the
+            # address first so a refused capsule is never made.
+            if _mx_data_address(array) % TVM_ALIGNMENT == 0:
+                return tvm.runtime.from_dlpack(mx.nd.to_dlpack_for_read(array))
+            return self._copy(array.asnumpy())
+        if array.flags.c_contiguous and array.ctypes.data % TVM_ALIGNMENT == 0:
+            return tvm.runtime.from_dlpack(array)
+        return self._copy(array)
+
+    def _copy(self, numpy_array):
+        self.copies += 1
+        return tvm.runtime.tensor(np.ascontiguousarray(numpy_array))
+
+
+def read_manifest(manifest_path):
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"{manifest_path}: unknown manifest format {manifest.get('format')!r}, "
+                         f"this loader reads format {MANIFEST_FORMAT}")
+    return manifest
+
+
+def write_manifest(manifest_path, signature, **extra):
+    manifest = {"format": MANIFEST_FORMAT, **signature.to_json(), **extra}
+    temporary = f"{manifest_path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(temporary, manifest_path)
+
+
+def load_library(library_path, manifest_path, info=None):
+    """A CompiledFunction from an exported shared library and its JSON manifest."""
+    for path in (library_path, manifest_path):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"compiled TVM function: {path} does not exist")
+    manifest = read_manifest(manifest_path)
+    executable = tvm.runtime.load_module(library_path)
+    return CompiledFunction(executable, Signature.from_json(manifest),
+                            manifest.get("function", "main"), info)

@@ -1,0 +1,62 @@
+"""A dlight CPU schedule rule for matrix-vector style reductions.
+
+TVM 0.27's `dlight.cpu.GEMV` vectorises 64-128 spatial lanes around a fully
+unrolled reduction: LLVM then takes 10 s for a (1,64)x(64,128) product and
+minutes for (64,256), so it is not used. This rule covers the same kernels
+(FullyConnected/matmul with small batch, plus fused elementwise epilogues) by
+keeping the reduction loop outside a short vector of spatial lanes: contiguous
+loads for weights stored (in, out), quick to compile for any layout.
+"""
+from tvm import s_tir, tirx
+from tvm.s_tir.dlight.analysis import normalize_prim_func
+from tvm.s_tir.dlight.base import get_extent, try_inline_contiguous_spatial
+from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
+from tvm.target.codegen import llvm_get_vector_width
+
+_DEFAULT_VECTOR_BITS = 128
+
+
+def _vector_lanes(target, dtype_bits):
+    bits = llvm_get_vector_width(target)
+    return max((bits if bits > 0 else _DEFAULT_VECTOR_BITS) // dtype_bits, 1)
+
+
+class SpatialLanesReduction(CPUScheduleRule):
+    """One reduction block (spatial axes then reduction axes) and injective epilogues:
+    parallel over outer spatial tiles, reduction loops, then vector lanes innermost."""
+
+    def apply(self, func, target, _tunable):
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if infos is None:
+            return None
+        infos = try_inline_contiguous_spatial(sch, infos)
+        if not infos or infos[0].is_injective() or not all(b.is_injective() for b in infos[1:]):
+            return None
+        reduction_info = infos[0]
+        kind = reduction_info.dom_kind()
+        num_spatial = len(kind) - len(kind.lstrip("S"))
+        if num_spatial == 0 or set(kind[num_spatial:]) != {"R"}:
+            return None
+        block = reduction_info.block_rv
+        lanes = _vector_lanes(target, sch.get(block).writes[0].source.dtype.bits)
+        loops = sch.get_loops(block)
+        spatial, reduction = loops[:num_spatial], loops[num_spatial:]
+        inner_extent = get_extent(sch, spatial[-1])
+        # A remainder would need a predicate inside the vector loop: leave such
+        # kernels to the other rules.
+        if not isinstance(inner_extent, int) or inner_extent % lanes:
+            return None
+        tile, lane = sch.split(spatial[-1], factors=[None, lanes])
+        outer = sch.fuse(*spatial[:-1], tile)
+        sch.reorder(outer, *reduction, lane)
+        sch.parallel(outer)
+        sch.vectorize(lane)
+        for epilogue in infos[1:]:
+            sch.reverse_compute_at(epilogue.block_rv, outer, preserve_unit_loops=True)
+            sch.vectorize(sch.get_loops(epilogue.block_rv)[-1])
+        init = sch.decompose_reduction(block, reduction[0])
+        sch.vectorize(sch.get_loops(init)[-1])
+        return sch
