@@ -22,6 +22,8 @@ from . import arguments, speculation, tracing
 from .python_state import (as_list, changed_values, container_contents, holding_symbols, like,
                            owner_of, public_attributes, python_state, restore, restore_contents,
                            tensor_attributes)
+from .origin import user_stacklevel
+from .speed_check import SpeedCheck
 from .transpiler import convert
 
 MAX_GRAPHS = 16
@@ -50,7 +52,8 @@ class BlockRunner:
     MXNet's own HybridBlock.forward calls them with Symbols while tracing.
     """
 
-    def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1):
+    def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1,
+                 check_speed=None):
         self.block = block
         self.original = type(block).forward.__get__(block)
         self.ndarray_code = not isinstance(block, gluon.HybridBlock)
@@ -67,6 +70,8 @@ class BlockRunner:
         self.running = False
         self.misses = 0
         self.guard_failures = []
+        self.last_guard_failure = {}   # location -> message of its latest failed guard
+        self.speed_check = SpeedCheck(check_speed)
         self.cache_misses = []      # why recent calls needed a new graph (the last 10)
         if self.ndarray_code:
             self.forward = convert(type(block).forward).__get__(block)
@@ -133,7 +138,21 @@ class BlockRunner:
             self.graphs[key] = graph
             while len(self.graphs) > MAX_GRAPHS:
                 self.graphs.popitem(last=False)
-        return self._run(graph, args)
+            return self._run(graph, args)
+        return self._run_checking_speed(graph, args)
+
+    def _run_checking_speed(self, graph, args):
+        variant = self.speed_check.next_variant()
+        if variant is None:
+            return self._run(graph, args)
+        run = (lambda: self._run(graph, args)) if variant == "graph" else \
+            (lambda: self.original(*args))
+        result = self.speed_check.timed(variant, run)
+        if self.speed_check.graph_is_slower():
+            medians = self.speed_check.medians()
+            self._give_up("the graphs measured slower than the forward as written (%.3f ms vs "
+                          "%.3f ms per call)" % (medians["graph"], medians["python"]))
+        return result
 
     def _note_sizes(self, layout):
         for leaf, shape in enumerate(arguments.array_shapes(layout)):
@@ -148,10 +167,14 @@ class BlockRunner:
         return relaxed
 
     def _fall_back(self, reason, args):
+        self._give_up(reason)
+        return self.forward(*args)
+
+    def _give_up(self, reason):
         self.fallback = reason
         warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
-                                                                        reason), stacklevel=3)
-        return self.forward(*args)
+                                                                        reason),
+                      stacklevel=user_stacklevel())
 
     def _trace(self, args, layout):
         self.traces += 1
@@ -311,8 +334,12 @@ class BlockRunner:
     def _after_failed_guards(self, guards, args):
         # The run's results are dropped and nothing was written back; the call runs
         # as Python, and each failed assumption is not made again (see speculation).
+        # An unrolled loop that ran short fails several guards of one location:
+        # that is one failed assumption.
+        guards = list({guard.location: guard for guard in reversed(guards)}.values())
         for guard in guards:
             self.guard_failures.append(guard.message)
+            self.last_guard_failure[guard.location] = guard.message
             self.profile.guard_failed(guard.location)
         self.graphs.clear()
         with speculation.profiling(self.profile):
@@ -322,6 +349,10 @@ class BlockRunner:
         return {"converted": list(self.converted), "cached_graphs": len(self.graphs),
                 "traces": self.traces, "fallback": self.fallback,
                 "guard_failures": list(self.guard_failures),
+                "speed_check_ms": self.speed_check.medians(),
+                "not_speculated": {where: "assumption failed %d times, last: %s"
+                                   % (self.profile.failures[where], self.last_guard_failure[where])
+                                   for where in sorted(self.profile.relaxed)},
                 "cache_misses": list(self.cache_misses),
                 "statements": {where: "%s: %s" % fate
                                for where, fate in sorted(self.statements.items())}}

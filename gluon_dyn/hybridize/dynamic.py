@@ -15,13 +15,14 @@ from .block_runner import BlockRunner
 def _with_dynamic(hybridize):
     @functools.wraps(hybridize)
     def wrapper(self, active=True, *args, dynamic=False, profile_calls=3, speculate=True,
-                max_guard_failures=1, **kwargs):
+                max_guard_failures=1, check_speed=None, **kwargs):
         if isinstance(vars(self).get("forward"), BlockRunner):
             del self.forward
         result = hybridize(self, active, *args, **kwargs)
         if dynamic and active:
             self.forward = BlockRunner(self, profile_calls=profile_calls, speculate=speculate,
-                                       max_guard_failures=max_guard_failures)
+                                       max_guard_failures=max_guard_failures,
+                                       check_speed=check_speed)
             # Calls go through the runner; imperative runs (profiling, fallback) must
             # reach hybrid_forward rather than Gluon's own cached graph. Children keep
             # theirs.
@@ -38,7 +39,11 @@ def report(block):
     A dict: "converted" (the functions converted), "cached_graphs" and "traces"
     (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
     None), "guard_failures" (speculative assumptions that failed) and "statements"
-    ({"file:line": "if: cond (graph)", ...}: what each converted statement became).
+    ({"file:line": "if: cond (graph)", ...}: what each converted statement became),
+    "not_speculated" (locations whose assumptions kept failing, so no longer made),
+    "cache_misses" (why recent calls needed a new graph) and "speed_check_ms" (median
+    times of the graph and of the forward as written, from the calls that compared
+    them: with check_speed, the default, a graph slower than Python is dropped).
     """
     runner = vars(block).get("forward")
     if not isinstance(runner, BlockRunner):

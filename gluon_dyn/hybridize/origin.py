@@ -1,5 +1,11 @@
 """Where in the user's source a converted statement came from."""
+import os
 import sys
+
+import mxnet
+
+_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(mxnet.__file__)) + os.sep,
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 # Generated file name -> {generated line: "original file:line"}.
 _origins = {}
@@ -21,3 +27,12 @@ def caller_location(depth=2):
     frame = sys._getframe(depth)
     origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
     return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+
+
+def user_stacklevel():
+    """The `stacklevel` that makes a warning issued by the caller point at the
+    user's code: the first frame outside gluon_dyn and MXNet."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level

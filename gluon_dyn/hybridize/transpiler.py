@@ -38,7 +38,9 @@ class Transpiler(api.PyToPy):
         origin.register_source_map(transformed.__code__.co_filename, source_map)
         function = getattr(obj, "__func__", obj)
         if hasattr(function, "__globals__"):
-            _global_reads.append((function.__globals__, _global_names(function.__code__)))
+            namespace = function.__globals__
+            _, names = _global_reads.setdefault(id(namespace), (namespace, set()))
+            names |= _global_names(function.__code__)
         return transformed, module, source_map
 
 
@@ -51,8 +53,8 @@ operators.install()
 api._TRANSPILER = Transpiler()
 
 _converted = {}
-# (module globals, names read) of every function converted so far.
-_global_reads = []
+# id(module globals) -> (module globals, names its converted functions read).
+_global_reads = {}
 
 
 def _global_names(code):
@@ -65,7 +67,7 @@ def _global_names(code):
 
 def global_containers():
     """The module-level lists, dicts and sets converted code reads."""
-    return [namespace[name] for namespace, names in _global_reads for name in names
+    return [namespace[name] for namespace, names in _global_reads.values() for name in names
             if isinstance(namespace.get(name), (list, dict, set))]
 
 
@@ -73,13 +75,15 @@ def global_state():
     """Module-level values converted code reads that it may branch on: simple values,
     and the lengths of containers."""
     values = []
-    for namespace, names in _global_reads:
+    for namespace, names in _global_reads.values():
+        module = namespace.get("__name__", "?")
         for name in sorted(names):
             value = namespace.get(name)
+            # Qualified: modules may use the same name for different values.
             if isinstance(value, (bool, int, float, str)):
-                values.append((name, value))
+                values.append(("%s.%s" % (module, name), value))
             elif isinstance(value, (list, dict, set)):
-                values.append((name, ("len", len(value))))
+                values.append(("%s.%s" % (module, name), ("len", len(value))))
     return tuple(values)
 
 

@@ -1,0 +1,48 @@
+"""Keep graphs only where they are faster than the Python they replace.
+
+A graph is not always faster: MXNet's `_cond` and `_while_loop` cost more per
+call than a handful of imperative ops, so a small forward whose branch or loop
+cannot be speculated away (a guard storm) may run slower as a graph. Once a
+graph has served a call, the next calls alternate between the graph and the
+forward as written, each timed to completion; if the graph's median is not the
+faster, the block runs as Python from then on (the report says so, with both
+times).
+"""
+import statistics
+import time
+
+import mxnet as mx
+
+SAMPLES = 5  # timed calls of each kind
+# hybridize(dynamic=True, check_speed=None) means this; tests of the graph
+# machinery turn it off so that tiny programs keep their graphs.
+ENABLED_BY_DEFAULT = True
+
+
+class SpeedCheck:
+    def __init__(self, enabled=None):
+        self.times = {"graph": [], "python": []}
+        self.done = not (ENABLED_BY_DEFAULT if enabled is None else enabled)
+
+    def next_variant(self):
+        """"graph" or "python" for a call to be timed, None once the check is over."""
+        if self.done:
+            return None
+        return "graph" if len(self.times["graph"]) <= len(self.times["python"]) else "python"
+
+    def timed(self, variant, run):
+        """run(), timed until MXNet has finished all its work."""
+        start = time.perf_counter()
+        result = run()
+        mx.nd.waitall()
+        self.times[variant].append((time.perf_counter() - start) * 1000)
+        self.done = len(self.times["python"]) >= SAMPLES
+        return result
+
+    def graph_is_slower(self):
+        if not self.done or not self.times["python"]:
+            return False
+        return self.medians()["graph"] > self.medians()["python"]
+
+    def medians(self):
+        return {variant: statistics.median(times) for variant, times in self.times.items() if times}
