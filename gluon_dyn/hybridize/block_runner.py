@@ -11,6 +11,7 @@ that forward run as Python, with one warning naming the cause.
 """
 import collections
 import json
+import threading
 import warnings
 
 import mxnet as mx
@@ -72,6 +73,7 @@ class BlockRunner:
         self.guard_failures = []
         self.last_guard_failure = {}   # location -> message of its latest failed guard
         self.speed_check = SpeedCheck(check_speed)
+        self.lock = threading.RLock()
         self.cache_misses = []      # why recent calls needed a new graph (the last 10)
         if self.ndarray_code:
             self.forward = convert(type(block).forward).__get__(block)
@@ -88,6 +90,12 @@ class BlockRunner:
             self.converted.append("%s.%s" % (type(node).__name__, method))
 
     def __call__(self, *args):
+        # One call at a time per network: profiles, the graph cache and the
+        # running flag are shared (recursive calls re-enter in the same thread).
+        with self.lock:
+            return self._call_once(args)
+
+    def _call_once(self, args):
         if self.fallback is not None and not self.running:
             # As written: converted code running on NDArrays only adds overhead.
             return self.original(*args)
@@ -277,6 +285,7 @@ class BlockRunner:
                              input_sources,
                              len(outputs), out_format, state_paths)
         traced.guards = trace.guards
+        traced.blocks = _block_tree(self.block)  # see python_state._block_state
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced, trace
 
@@ -358,6 +367,13 @@ class BlockRunner:
                                for where, fate in sorted(self.statements.items())}}
 
 
+def _block_tree(block):
+    blocks = [block]
+    for child in block._children.values():
+        blocks += _block_tree(child)
+    return blocks
+
+
 def _guard_named(graph, error):
     """The guard of `graph` whose assertion raised `error`; other errors propagate."""
     for guard in graph.guards:
@@ -375,6 +391,8 @@ def miss_reason(cached, key):
     then = dict(state_then)
     for name, value in state:
         if name in then and then[name] != value:
+            if isinstance(value, tuple) and value[0] == "block":
+                return "child block %s was replaced" % name
             return "Python value %s: expected %r, got %r" % (name, then[name], value)
     arrays_then = [part for part in args_then if part[0] == "array"]
     arrays = [part for part in args if part[0] == "array"]

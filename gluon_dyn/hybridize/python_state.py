@@ -37,6 +37,9 @@ def _block_state(block):
             elif isinstance(value, (list, dict, set)):
                 values.append((path + name, ("len", len(value))))
         for child_name, child in node._children.items():
+            # Which block: a replaced layer is a different graph (its parameters
+            # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
+            values.append((path + child_name, ("block", id(child))))
             visit(child, path + child_name + ".")
 
     visit(block, "")
