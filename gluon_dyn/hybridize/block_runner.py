@@ -23,7 +23,7 @@ from . import arguments, speculation, tracing
 from .python_state import (as_list, changed_values, container_contents, holding_symbols, like,
                            owner_of, public_attributes, python_state, restore, restore_contents,
                            tensor_attributes)
-from .origin import user_stacklevel
+from ..origin import user_stacklevel
 from .speed_check import SpeedCheck
 from .transpiler import convert
 

@@ -14,7 +14,8 @@ import malt
 from malt.core import config
 from malt.impl import api
 
-from . import operators, origin
+from .. import origin
+from . import operators
 from .converters import augmented_assignment, binary_operators, context_managers, subscripts
 
 

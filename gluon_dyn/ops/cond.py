@@ -1,16 +1,17 @@
 """cond: choose between two computations on a scalar tensor predicate."""
-import sys
-
 import mxnet as mx
 
+from ..origin import user_location
 from . import subgraph
 from .check import SOURCE_ATTR
 from .steps import format_text
-from .structure import ControlFlowError, array_kind, check_callable, describe, flatten, regroup
+from .structure import (ControlFlowError, array_kind, check_callable, describe, flatten, located,
+                        regroup)
 
 OP = "cond"
 
 
+@located
 def cond(pred, then_func, else_func):
     """Run `then_func()` if `pred` is true (nonzero), else `else_func()`.
 
@@ -32,9 +33,7 @@ def cond(pred, then_func, else_func):
     if kind == "ndarray":
         return _cond_ndarray(pred, then_func, else_func)
     if kind == "symbol":
-        caller = sys._getframe(1)
-        return _cond_symbol(pred, then_func, else_func,
-                            "%s:%d" % (caller.f_code.co_filename, caller.f_lineno))
+        return _cond_symbol(pred, then_func, else_func, user_location())
     raise ControlFlowError("cond: pred must be an NDArray or a Symbol holding one element, got %s; "
                            "for a Python value use a Python `if`" % describe(pred))
 

@@ -5,12 +5,13 @@ from mxnet import autograd
 from . import subgraph
 from .while_loop import while_loop
 from .steps import StepOutputs, check_states, flatten_traced_step, zeros
-from .structure import (ControlFlowError, check_callable, common_kind, flatten, regroup,
+from .structure import (ControlFlowError, check_callable, common_kind, flatten, located, regroup,
                         unpack_body_result)
 
 OP = "foreach"
 
 
+@located
 def foreach(body, data, init_states):
     """Run `body` on each slice of `data` along axis 0, carrying `init_states` through.
 

@@ -5,13 +5,37 @@ arrays wherever MXNet's do. Everything here raises errors that name the operator
 the argument and the position of the offending element, so a mistake in a loop
 body is reported as such rather than as a failure deep inside MXNet.
 """
+import functools
+
 import mxnet as mx
+
+from ..origin import user_location
 
 LEAF = None  # the format of a single array
 
 
 class ControlFlowError(ValueError):
     """A control-flow operator was given, or its functions returned, something it cannot use."""
+
+
+def located(op):
+    """Decorates a public operator: its ControlFlowErrors name the user's file:line
+    ("cond at model.py:12: pred must be ..."). The innermost operator of a nest
+    names its call; outer ones leave the message alone."""
+    prefix = op.__name__ + ": "
+
+    @functools.wraps(op)
+    def operator(*args, **kwargs):
+        try:
+            return op(*args, **kwargs)
+        except ControlFlowError as error:
+            message = str(error)
+            if not getattr(error, "located", False) and message.startswith(prefix):
+                error.args = ("%s at %s: %s" % (op.__name__, user_location(),
+                                                message[len(prefix):]),)
+            error.located = True
+            raise
+    return operator
 
 
 def array_kind(value):

@@ -5,12 +5,13 @@ from mxnet import autograd
 from .. import native
 from . import subgraph
 from .steps import StepOutputs, check_states, flatten_traced_step
-from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe, flatten,
-                        regroup, unpack_body_result)
+from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe,
+                        flatten, located, regroup, unpack_body_result)
 
 OP = "while_loop"
 
 
+@located
 def while_loop(cond, func, loop_vars, max_iterations=None):
     """Run `func` while `cond` holds, carrying `loop_vars`.
 

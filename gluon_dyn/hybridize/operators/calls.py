@@ -12,7 +12,7 @@ from malt.operators import variables
 
 from ... import ops
 from .. import tracing
-from ..origin import caller_location
+from ...origin import caller_location
 from .control_flow import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),

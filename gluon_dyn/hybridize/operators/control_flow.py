@@ -13,7 +13,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ... import ops
 from ...ops import ControlFlowError
 from .. import speculation, tracing
-from ..origin import caller_location
+from ...origin import caller_location
 from .subscripts import get_item, is_symbol
 
 # A graph loop written as a Python `while` has no bound; with no per-step outputs

@@ -1,0 +1,58 @@
+"""Where in the user's source something happened: converted statements (through
+malt's source maps), and the user's frame under library calls."""
+import os
+import sys
+
+import malt
+import mxnet
+
+# Frames in these packages are library frames; the first other frame is the user's.
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
+                      for path in (mxnet.__file__, malt.__file__, __file__))
+
+# Generated file name -> {generated line: "original file:line"}.
+_origins = {}
+
+
+def register_source_map(generated_filename, source_map):
+    """Keep malt's source map ({LineLocation: OriginInfo}) of a generated file."""
+    _origins[generated_filename] = {
+        location.lineno: "%s:%d" % (origin.loc.filename, origin.loc.lineno)
+        for location, origin in source_map.items()}
+
+
+def caller_location(depth=2):
+    """'file:line' of the user's statement that called a converted-code operator.
+
+    `depth` counts frames from this function's caller. Converted functions live in
+    files malt generates; their source maps lead back to the original lines.
+    """
+    frame = sys._getframe(depth)
+    origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
+    return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _library_frames(frame):
+    """How many frames from `frame` outwards are library frames, and the first
+    user frame after them (None if there is none)."""
+    count = 0
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, count = frame.f_back, count + 1
+    return count, frame
+
+
+def user_stacklevel():
+    """The `stacklevel` that makes a warning issued by the caller point at the
+    user's code: the first frame outside gluon_dyn, malt and MXNet."""
+    count, _ = _library_frames(sys._getframe(1))
+    return count + 1
+
+
+def user_location():
+    """'file:line' of the innermost user frame (outside gluon_dyn, malt and
+    MXNet), mapped back to the original source when it is converted code."""
+    _, frame = _library_frames(sys._getframe(1))
+    if frame is None:
+        return "?"
+    origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
+    return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
