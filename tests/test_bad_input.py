@@ -12,6 +12,7 @@ import pytest
 from mxnet import gluon
 
 import gluon_dyn
+from conftest import copy_params
 
 
 class Scorer(gluon.Block):
@@ -27,14 +28,12 @@ class Scorer(gluon.Block):
         return h
 
 
-def pair(cls, **options):
+def pair(cls):
     imperative, dynamic = cls(), cls()
     for block in (imperative, dynamic):
         block.initialize(mx.init.Uniform(0.5))
-    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
-                              sorted(dynamic.collect_params().items())):
-        b.set_data(a.data())
-    dynamic.hybridize(dynamic=True, **options)
+    copy_params(imperative, dynamic)
+    dynamic.hybridize(dynamic=True)
     return imperative, dynamic
 
 
@@ -61,13 +60,8 @@ def assert_same_outcome(imperative, dynamic, *args):
             assert type(g) is type(e) and g == pytest.approx(e)
 
 
-class PythonResults(gluon.Block):
+class PythonResults(Scorer):
     """Returns Python values computed from tensors next to a tensor."""
-
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.dense = gluon.nn.Dense(3, in_units=4)
 
     def forward(self, x):
         h = self.dense(x)
@@ -99,13 +93,10 @@ def test_an_input_rank_the_graph_has_not_seen():
         assert_same_outcome(imperative, dynamic, mx.nd.array(rng.randn(*shape)))
 
 
-class RaisesMidway(gluon.Block):
+class RaisesMidway(Scorer):
     def __init__(self):
         super().__init__()
-        with self.name_scope():
-            self.dense = gluon.nn.Dense(3, in_units=4)
         self.state = mx.nd.zeros((1, 3))
-        self.calls = 0
 
     def forward(self, x):
         h = self.dense(x)

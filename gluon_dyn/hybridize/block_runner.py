@@ -26,6 +26,7 @@ from .python_state import (as_list, changed_values, container_contents, holding_
 from ..origin import user_stacklevel
 from .speed_check import SpeedCheck
 from .transpiler import convert
+from .tvm_backend import TvmBackend
 
 MAX_GRAPHS = 16
 # Calls whose arguments need a new graph, before structures that keep changing
@@ -54,7 +55,7 @@ class BlockRunner:
     """
 
     def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1,
-                 check_speed=None):
+                 check_speed=None, backend="mxnet", backend_options=None):
         self.block = block
         self.original = type(block).forward.__get__(block)
         self.ndarray_code = not isinstance(block, gluon.HybridBlock)
@@ -74,6 +75,10 @@ class BlockRunner:
         self.last_guard_failure = {}   # location -> message of its latest failed guard
         self.speed_check = SpeedCheck(check_speed)
         self.lock = threading.RLock()
+        if backend not in ("mxnet", "tvm"):
+            raise ValueError("hybridize(dynamic=True, backend=%r): the backend is 'mxnet' or 'tvm'"
+                             % (backend,))
+        self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
         self.cache_misses = []      # why recent calls needed a new graph (the last 10)
         if self.ndarray_code:
             self.forward = convert(type(block).forward).__get__(block)
@@ -285,6 +290,7 @@ class BlockRunner:
                              input_sources,
                              len(outputs), out_format, state_paths)
         traced.guards = trace.guards
+        traced.symbol = graph
         traced.blocks = _block_tree(self.block)  # see python_state._block_state
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced, trace
@@ -305,8 +311,9 @@ class BlockRunner:
                 inputs.append(what.data())
             else:
                 inputs.append(what)
+        plan = self.tvm.plan_for(graph, inputs) if self.tvm is not None else None
         try:
-            results = graph.cached_op(*inputs)
+            results = plan(*inputs) if plan is not None else graph.cached_op(*inputs)
         except mx.base.MXNetError as error:
             # Some runs execute synchronously and a failed guard raises here, not at
             # the first read; other guards of the run may still be pending.
@@ -359,6 +366,7 @@ class BlockRunner:
                 "traces": self.traces, "fallback": self.fallback,
                 "guard_failures": list(self.guard_failures),
                 "speed_check_ms": self.speed_check.medians(),
+                "tvm": self.tvm.report(self.graphs.values()) if self.tvm is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.last_guard_failure[where])
                                    for where in sorted(self.profile.relaxed)},

@@ -15,14 +15,16 @@ from .block_runner import BlockRunner
 def _with_dynamic(hybridize):
     @functools.wraps(hybridize)
     def wrapper(self, active=True, *args, dynamic=False, profile_calls=3, speculate=True,
-                max_guard_failures=1, check_speed=None, **kwargs):
+                max_guard_failures=1, check_speed=None, backend="mxnet", backend_options=None,
+                **kwargs):
         if isinstance(vars(self).get("forward"), BlockRunner):
             del self.forward
         result = hybridize(self, active, *args, **kwargs)
         if dynamic and active:
             self.forward = BlockRunner(self, profile_calls=profile_calls, speculate=speculate,
                                        max_guard_failures=max_guard_failures,
-                                       check_speed=check_speed)
+                                       check_speed=check_speed, backend=backend,
+                                       backend_options=backend_options)
             # Calls go through the runner; imperative runs (profiling, fallback) must
             # reach hybrid_forward rather than Gluon's own cached graph. Children keep
             # theirs.

@@ -1,0 +1,54 @@
+"""hybridize(dynamic=True, backend="tvm"): inference runs of traced graphs through TVM.
+
+A traced graph's inference calls (autograd not recording) run as a
+tvm_bridge.SegmentedGraph: the graph is split into segments TVM can compile and
+segments MXNet runs (the guards' asserts among them), each TVM segment kept only
+where it measured faster than MXNet. Plans are built from the first inference
+call with each set of input shapes (at most MAX_PLANS per graph). Training calls
+keep MXNet's CachedOp, and its backward. A graph TVM cannot serve runs in MXNet,
+with the reason in the block's report.
+"""
+import warnings
+
+from mxnet import autograd
+
+from ..origin import user_stacklevel
+
+MAX_PLANS = 8
+
+
+class TvmBackend:
+    def __init__(self, **options):
+        import tvm_bridge  # imported only when asked for: TVM takes a second to load
+        self._segmented_graph = tvm_bridge.SegmentedGraph
+        self.options = options
+        self.failures = []   # why graphs (or shapes) run in MXNet instead
+
+    def plan_for(self, graph, inputs):
+        """The SegmentedGraph that runs `graph` on `inputs`, or None for MXNet."""
+        if autograd.is_recording():
+            return None
+        shapes = tuple((array.shape, array.dtype) for array in inputs)
+        plans = graph.__dict__.setdefault("tvm_plans", {})
+        if shapes not in plans:
+            if len(plans) >= MAX_PLANS:
+                return None
+            plans[shapes] = self._build(graph, inputs)
+        return plans[shapes]
+
+    def _build(self, graph, inputs):
+        try:
+            return self._segmented_graph(graph.symbol, graph.symbol.list_inputs(), inputs,
+                                         **self.options)
+        except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot
+            reason = "%s: %s" % (type(error).__name__, error)
+            self.failures.append(reason)
+            warnings.warn("gluon_dyn: a graph runs in MXNet, not TVM: " + reason,
+                          stacklevel=user_stacklevel())
+            return None
+
+    def report(self, graphs):
+        """Per cached graph, per input shapes: where each segment ran and its times."""
+        return {"plans": [plan.report() for graph in graphs
+                          for plan in graph.__dict__.get("tvm_plans", {}).values() if plan],
+                "failures": list(self.failures)}
