@@ -1,8 +1,8 @@
 """Optional meta-schedule tuning with a budget, persisted for compile_module to use.
 
 Records go to this module's JSON database in the cache (see cache.tuning_dir);
-a later run, in any process, that asks for no more than an earlier one tuned
-for skips tuning. compile_module applies the records.
+a later run, in any process, skips tuning when the trials or seconds it asks
+for were already spent on this module (or its search space is used up). compile_module applies the records.
 """
 import inspect
 import itertools
@@ -90,11 +90,11 @@ class Progress(ms.measure_callback.PyMeasureCallback):
 
 def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
                 trials_per_round=16, progress=True):
-    """Tune the kernels of mod["main"] with meta-schedule within `trials`
-    measurements and/or `seconds` (checked between rounds of `trials_per_round`;
-    the first round always runs, after ~10 s of setup).
+    """Tune the kernels of mod["main"] with meta-schedule until it has `trials`
+    measurements (earlier runs' included) and/or for `seconds` (checked between
+    rounds of `trials_per_round`; the first round always runs, after ~10 s of setup).
 
-    Returns a dict: skipped (an earlier run covered this budget), trials (run now),
+    Returns a dict: skipped (earlier runs spent this budget), trials (run now),
     seconds (spent now), tasks, database (its directory).
     """
     if trials is None and seconds is None:
@@ -105,8 +105,8 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
     target = target or host_target()
     directory = cache.tuning_dir(cache.cache_root(cache_dir), cache.module_digest(mod),
                                  target_json(target))
-    budget = {"trials": trials, "seconds": seconds}
-    if _covered(_read_state(directory), budget):
+    done = _read_state(directory)
+    if _covered(done, trials, seconds):
         return {"skipped": True, "trials": 0, "seconds": 0.0, "tasks": 0, "database": directory}
 
     started = time.monotonic()
@@ -115,7 +115,7 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
     import_tensor_intrinsics_quickly()
     cost_model, strategy = _search_method()
     tasks, weights = _tune_contexts(fuse(mod, target), target, directory, strategy)
-    total = trials or TRIALS_WITHOUT_LIMIT
+    total = trials - done["trials"] if trials else TRIALS_WITHOUT_LIMIT
     counter = Progress(total, sys.stderr if progress else None)
     shared = {"work_dir": directory, "builder": InProcessBuilder(),
               "runner": ms.runner.LocalRunner(), "cost_model": cost_model,
@@ -126,12 +126,14 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
     # trial limit (ending a task from a callback breaks their invariants), so the
     # clock is checked between rounds.
     rounds_without_trials = 0
+    exhausted = False
     for round_index in itertools.count():
         out_of_time = deadline is not None and time.monotonic() >= deadline
         if counter.trials >= total or (out_of_time and round_index > 0):
             break
         if rounds_without_trials == len(tasks):
-            break  # every task's search space is used up
+            exhausted = True  # every task's search space is used up
+            break
         task = round_index % len(tasks)
         before = counter.trials
         batch = min(trials_per_round, total - counter.trials)
@@ -140,8 +142,10 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
         rounds_without_trials = 0 if counter.trials > before else rounds_without_trials + 1
     if progress:
         sys.stderr.write("\n")
-    _write_state(directory, budget)
-    return {"skipped": False, "trials": counter.trials, "seconds": time.monotonic() - started,
+    spent = time.monotonic() - started
+    _write_state(directory, {"trials": done["trials"] + counter.trials,
+                             "seconds": done["seconds"] + spent, "exhausted": exhausted})
+    return {"skipped": False, "trials": counter.trials, "seconds": spent,
             "tasks": len(tasks), "database": directory}
 
 
@@ -174,24 +178,21 @@ def _search_method():
 
 
 def _read_state(directory):
+    """Trials and seconds spent on this module so far, and whether its search ended."""
     path = os.path.join(directory, STATE_FILE)
     if not os.path.exists(path):
-        return None
+        return {"trials": 0, "seconds": 0.0, "exhausted": False}
     with open(path) as f:
         return json.load(f)
 
 
-def _write_state(directory, budget):
+def _write_state(directory, state):
     with open(os.path.join(directory, STATE_FILE), "w") as f:
-        json.dump(budget, f)
+        json.dump(state, f)
 
 
-def _covered(done, wanted):
-    """Whether an earlier budget was at least as large in every limit asked for now
-    (no limit counts as infinite)."""
-    if done is None:
-        return False
-    for limit in ("trials", "seconds"):
-        if done[limit] is not None and (wanted[limit] is None or wanted[limit] > done[limit]):
-            return False
-    return True
+def _covered(done, trials, seconds):
+    if done["exhausted"]:
+        return True
+    return ((trials is not None and done["trials"] >= trials)
+            or (seconds is not None and done["seconds"] >= seconds))
