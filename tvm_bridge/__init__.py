@@ -2,11 +2,18 @@
 
 Graphs: load a graph, partition it into TVM-convertible and MXNet segments,
 and build Relax modules for the TVM ones.
+Compiling: compile_module (cached on disk), tune_module, CompiledFunction
+(called with MXNet NDArrays through DLPack); deploy and measure as modules.
 """
+from .compiler import compile_module
 from .converters import Unsupported, converted_ops
 from .graph import Graph, Node, load_graph
 from .partition import Segment, partition
 from .relax_builder import build_graph_module, build_segment
+from .runtime import CompiledFunction
+from .target import host_target
+from .tuning import tune_module
 
-__all__ = ["Graph", "Node", "Segment", "Unsupported", "build_graph_module", "build_segment",
-           "converted_ops", "load_graph", "partition"]
+__all__ = ["CompiledFunction", "Graph", "Node", "Segment", "Unsupported", "build_graph_module",
+           "build_segment", "compile_module", "converted_ops", "host_target", "load_graph",
+           "partition", "tune_module"]

@@ -73,7 +73,7 @@ class Signature:
             if not isinstance(array, (mx.nd.NDArray, np.ndarray)):
                 raise TypeError(f"{where}: expected an mxnet NDArray or numpy array, "
                                 f"got {type(array).__name__}")
-            dtype = np.dtype(array.dtype).name
+            dtype = _dtype_name(array.dtype)
             if dtype != spec.dtype:
                 raise ValueError(f"{where}: expected dtype {spec.dtype}, got {dtype}")
             shape = tuple(array.shape)
@@ -90,6 +90,16 @@ class Signature:
                                      f"got {got}")
                 else:
                     bound.setdefault(want, (got, where))
+
+
+_DTYPE_NAMES = {}  # numpy type or dtype -> "float32"; np.dtype(...).name costs 4 us a call
+
+
+def _dtype_name(dtype):
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = np.dtype(dtype).name
+    return name
 
 
 def _mx_data_address(array):

@@ -16,6 +16,7 @@ import time
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.analysis import estimate_tir_flops
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
@@ -158,7 +159,10 @@ def _quiet_console_log():
 
 
 def _tune_contexts(fused, target, directory, strategy):
-    extracted = ms.relax_integration.extract_tasks(fused, target)
+    # Rounds visit tasks in this order: the costliest kernels first, so a small
+    # budget goes to the matmuls rather than to dozens of slices.
+    extracted = sorted(ms.relax_integration.extract_tasks(fused, target),
+                       key=lambda task: -task.weight * estimate_tir_flops(task.dispatched[0]))
     tasks, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted, work_dir=directory, strategy=strategy)
     if not tasks:
