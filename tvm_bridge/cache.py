@@ -26,10 +26,8 @@ def module_digest(mod):
 
 
 def tuning_dir(root, module_key, target_text):
-    """One meta-schedule JSON database per module and target."""
-    path = os.path.join(root, "tuning", digest(module_key, target_text)[:32])
-    os.makedirs(path, exist_ok=True)
-    return path
+    """One meta-schedule JSON database per module and target (made by tuning)."""
+    return os.path.join(root, "tuning", digest(module_key, target_text)[:32])
 
 
 def tuning_records_path(directory):

@@ -73,9 +73,8 @@ def lower(fused, target, database=None):
         return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
 
 
-def tuning_database(root, module_key, target):
-    """This module's meta-schedule database in the cache, or None if never tuned."""
-    directory = cache.tuning_dir(root, module_key, target_json(target))
+def tuning_database(directory):
+    """The meta-schedule database in `directory`, or None if it was never tuned."""
     if not os.path.exists(cache.tuning_records_path(directory)):
         return None
     return meta_schedule.database.JSONDatabase(work_dir=directory, allow_missing=False)
@@ -93,9 +92,10 @@ def compile_module(mod, target=None, *, cache_dir=None, use_cache=True, use_tuni
     target = target or host_target()
     root = cache.cache_root(cache_dir)
     module_key = cache.module_digest(mod)
-    database = tuning_database(root, module_key, target) if use_tuning else None
-    records = cache.tuning_records_path(cache.tuning_dir(root, module_key, target_json(target)))
-    tuning_state = cache.file_digest(records) if database is not None else "untuned"
+    tuning_dir = cache.tuning_dir(root, module_key, target_json(target))
+    database = tuning_database(tuning_dir) if use_tuning else None
+    tuning_state = ("untuned" if database is None
+                    else cache.file_digest(cache.tuning_records_path(tuning_dir)))
     key = cache.digest(module_key, target_json(target), tuning_state, tvm.__version__,
                        PIPELINE_VERSION)
     library = os.path.join(root, "compiled", key[:32] + ".so")

@@ -106,6 +106,7 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
     target = target or host_target()
     directory = cache.tuning_dir(cache.cache_root(cache_dir), cache.module_digest(mod),
                                  target_json(target))
+    os.makedirs(directory, exist_ok=True)
     done = _read_state(directory)
     if _covered(done, trials, seconds):
         return {"skipped": True, "trials": 0, "seconds": 0.0, "tasks": 0, "database": directory}
