@@ -318,7 +318,7 @@ class BlockRunner:
             # Some runs execute synchronously and a failed guard raises here, not at
             # the first read; other guards of the run may still be pending.
             failed = [_guard_named(graph, error)] + self._failed_guards(graph, ())
-            return self._after_failed_guards(failed, args)
+            return self._after_failed_guards([guard for guard in failed if guard], args)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if graph.guards:
             failed = self._failed_guards(graph, results[len(results) - len(graph.guards):])
@@ -344,7 +344,9 @@ class BlockRunner:
             try:
                 wait()
             except mx.base.MXNetError as error:
-                failed.append(_guard_named(graph, error))
+                guard = _guard_named(graph, error)
+                if guard is not None:
+                    failed.append(guard)
         return failed
 
     def _after_failed_guards(self, guards, args):
@@ -353,6 +355,7 @@ class BlockRunner:
         # An unrolled loop that ran short fails several guards of one location:
         # that is one failed assumption.
         guards = list({guard.location: guard for guard in reversed(guards)}.values())
+        _drain_failed_asserts()
         for guard in guards:
             self.guard_failures.append(guard.message)
             self.last_guard_failure[guard.location] = guard.message
@@ -383,11 +386,28 @@ def _block_tree(block):
 
 
 def _guard_named(graph, error):
-    """The guard of `graph` whose assertion raised `error`; other errors propagate."""
+    """The guard of `graph` whose assertion raised `error`; None for the assertion
+    of an earlier run (already handled, surfacing late); other errors propagate."""
     for guard in graph.guards:
         if native.ASSERT_PREFIX + guard.message in str(error):
             return guard
+    if native.ASSERT_PREFIX in str(error):
+        return None
     raise error
+
+
+def _drain_failed_asserts():
+    """Wait for all of MXNet's work, consuming the errors of a failed run. MXNet
+    keeps an op's error for every array computed from its outputs and rethrows
+    each at a later `waitall`: without this, a guard that failed in this run
+    would surface in the user's next `mx.nd.waitall()`."""
+    while True:
+        try:
+            mx.nd.waitall()
+            return
+        except mx.base.MXNetError as error:
+            if native.ASSERT_PREFIX not in str(error):
+                raise
 
 
 def miss_reason(cached, key):

@@ -58,7 +58,8 @@ def _run(block, call):
             out = block(x, mx.nd.array([call["limit"]]))
         out.backward()
     except Exception as error:  # noqa: BLE001 - the exception itself is compared
-        return ("raised", type(error).__name__)
+        # The message's last line is for the report only; types are compared.
+        return ("raised", type(error).__name__, str(error).strip().splitlines()[-1:])
     grads = {name[len(block.prefix):]: p.grad().asnumpy() for name, p in
              block.collect_params().items()}
     return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy())
@@ -95,7 +96,9 @@ def disagreement(program, call_seed, reports=None):
 
 def _compare(expected, got):
     if expected[0] != got[0] or expected[0] == "raised":
-        return None if expected == got else "imperative %s, dynamic %s" % (expected[:2], got[:2])
+        return None if expected[:2] == got[:2] else "imperative %s, dynamic %s" % (
+            expected[:3] if expected[0] == "raised" else expected[:2],
+            got[:3] if got[0] == "raised" else got[:2])
     names = ("output", "input gradient")
     for name, e, g in zip(names, expected[1:3], got[1:3]):
         if e.shape != g.shape or not np.allclose(e, g, **TOLERANCE):
