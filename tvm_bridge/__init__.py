@@ -4,6 +4,7 @@ Graphs: load a graph, partition it into TVM-convertible and MXNet segments,
 and build Relax modules for the TVM ones.
 Compiling: compile_module (cached on disk), tune_module, CompiledFunction
 (called with MXNet NDArrays through DLPack); deploy and measure as modules.
+Running: SegmentedGraph (TVM where faster, MXNet elsewhere).
 """
 from .compiler import compile_module
 from .converters import Unsupported, converted_ops
@@ -11,9 +12,10 @@ from .graph import Graph, Node, load_graph
 from .partition import Segment, partition
 from .relax_builder import build_graph_module, build_segment
 from .runtime import CompiledFunction
+from .segmented import SegmentedGraph
 from .target import host_target
 from .tuning import tune_module
 
 __all__ = ["CompiledFunction", "Graph", "Node", "Segment", "Unsupported", "build_graph_module",
            "build_segment", "compile_module", "converted_ops", "host_target", "load_graph",
-           "partition", "tune_module"]
+           "partition", "SegmentedGraph", "tune_module"]

@@ -1,0 +1,188 @@
+"""A graph run as segments: TVM where it compiles and measures faster, MXNet elsewhere.
+
+The graph is partitioned (partition.py); each TVM segment is compiled (weights
+stay inputs, so one compiled plan serves updated parameters) and timed on the
+example inputs against the same segment as an MXNet CachedOp; the faster one
+runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
+CachedOps. Finally the whole plan is timed against one CachedOp of the whole
+graph, and the faster of the two serves calls. Inference only: training keeps
+MXNet, whose backward TVM does not provide.
+"""
+import time
+
+import mxnet as mx
+import numpy as np
+
+from .compiler import compile_module
+from .graph import load_graph
+from .measure import median_time
+from .partition import TVM, partition
+from .relax_builder import build_segment
+from .tuning import tune_module
+
+REPEATS = 15  # timed calls per variant when choosing
+
+
+class _Step:
+    """One segment of the plan: `run(*arrays) -> list of arrays`, with the plan
+    slots it reads and writes."""
+
+    def __init__(self, segment, run, reads, writes):
+        self.segment, self.run, self.reads, self.writes = segment, run, reads, writes
+        self.backend = "mxnet"
+        self.times_ms = {}
+        self.compile_s = None
+        self.note = ""
+
+
+class SegmentedGraph:
+    """Runs `symbol` on arrays given in `input_names` order (every graph input,
+    parameters and auxiliary states included); returns its outputs in
+    `symbol.list_outputs()` order.
+
+    `example_inputs` give the shapes and dtypes (and the data the choices are
+    timed on); `symbolic_dims` ({"data": {0: "batch"}}) leaves dimensions open so
+    one plan serves several sizes. `tune` (a number of meta-schedule trials)
+    tunes each TVM segment first; the tuning database is kept in the cache.
+    """
+
+    def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
+                 choose_by_measurement=True, tune=None):
+        if len(input_names) != len(example_inputs):
+            raise ValueError("%d input names but %d example inputs"
+                             % (len(input_names), len(example_inputs)))
+        missing = set(symbol.list_inputs()) - set(input_names)
+        if missing:
+            raise ValueError("no example input for graph input(s) %s" % sorted(missing))
+        self.graph = graph = load_graph(symbol)
+        shapes = {name: array.shape for name, array in zip(input_names, example_inputs)}
+        dtypes = {name: np.dtype(array.dtype).name for name, array in zip(input_names, example_inputs)}
+        # Values live in slots: the inputs first, then each segment's outputs.
+        self._slots = {(graph.variable_index[name], 0): k for k, name in enumerate(input_names)
+                       if name in graph.variable_index}
+        self._num_inputs = self._num_slots = len(input_names)
+        self._steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
+                       for segment in partition(graph, shapes, dtypes, symbolic_dims)]
+        self._heads = [self._slots[ref] for ref in graph.heads]
+        self._whole = _cached_op(symbol)
+        self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
+        self.plan_ms = self.whole_ms = None
+        self._use_whole = False
+        if choose_by_measurement:
+            self._choose(list(example_inputs))
+
+    def _step(self, segment, shapes, dtypes, symbolic_dims, cache_dir, tune):
+        reads = [self._slots[ref] for ref in segment.inputs]
+        symbol = segment.to_symbol(self.graph)
+        by_name = dict(zip(segment.input_names(self.graph), range(len(reads))))
+        order = [by_name[name] for name in symbol.list_inputs()]
+        cached = _cached_op(symbol)
+
+        def run_in_mxnet(*arrays):
+            return _as_list(cached(*[arrays[k] for k in order]))
+
+        writes = []
+        for ref in segment.outputs:
+            self._slots[ref] = self._num_slots
+            writes.append(self._num_slots)
+            self._num_slots += 1
+        step = _Step(segment, run_in_mxnet, reads, writes)
+        step.run_in_mxnet = run_in_mxnet
+        if segment.kind == TVM:
+            self._compile(step, shapes, dtypes, symbolic_dims, cache_dir, tune)
+        return step
+
+    def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
+        """Make `step` run its segment on TVM; if that fails, it stays in MXNet, noted."""
+        try:
+            module, input_order, output_order = build_segment(self.graph, step.segment, shapes,
+                                                              dtypes, symbolic_dims)
+            if tune:
+                tune_module(module, trials=tune, cache_dir=cache_dir)
+            start = time.perf_counter()
+            function = compile_module(module, cache_dir=cache_dir)
+            step.compile_s = 0.0 if function.info.get("from_cache") else \
+                time.perf_counter() - start
+        except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot compile
+            step.note = "TVM compile failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
+            return
+        position = {ref: k for k, ref in enumerate(step.segment.inputs)}
+        take = [position[ref] for ref in input_order]
+        produced = {ref: k for k, ref in enumerate(output_order)}
+        give = [produced[ref] for ref in step.segment.outputs]
+
+        def run_in_tvm(*arrays):
+            results = _as_list(function(*[arrays[k] for k in take]))
+            return [results[k] for k in give]
+
+        step.run_in_tvm = run_in_tvm
+        step.run, step.backend = run_in_tvm, "tvm"
+
+    def _choose(self, inputs):
+        """Time each TVM segment against MXNet on the example inputs; then the
+        whole plan against one CachedOp of the graph."""
+        values = self._values(inputs)
+        for step in self._steps:
+            args = [values[k] for k in step.reads]
+            if step.backend == "tvm":
+                medians = median_time({"tvm": lambda: _wait(step.run_in_tvm(*args)),
+                                       "mxnet": lambda: _wait(step.run_in_mxnet(*args))},
+                                      repeats=REPEATS)
+                step.times_ms = {name: seconds * 1000 for name, seconds in medians.items()}
+                if medians["mxnet"] < medians["tvm"]:
+                    step.run, step.backend = step.run_in_mxnet, "mxnet"
+        medians = median_time({"plan": lambda: _wait(self._run_plan(inputs)),
+                               "whole": lambda: _wait(self._run_whole(inputs))}, repeats=REPEATS)
+        self.plan_ms, self.whole_ms = medians["plan"] * 1000, medians["whole"] * 1000
+        self._use_whole = medians["whole"] < medians["plan"]
+
+    def __call__(self, *arrays):
+        if mx.autograd.is_recording():
+            raise RuntimeError("a SegmentedGraph runs inference only (TVM gives no backward); "
+                               "call it outside autograd.record()")
+        if len(arrays) != self._num_inputs:
+            raise ValueError("expected %d input arrays, got %d" % (self._num_inputs, len(arrays)))
+        return self._run_whole(arrays) if self._use_whole else self._run_plan(arrays)
+
+    def _run_plan(self, arrays):
+        values = self._values(arrays)
+        return [values[k] for k in self._heads]
+
+    def _values(self, arrays):
+        values = list(arrays) + [None] * (self._num_slots - self._num_inputs)
+        for step in self._steps:
+            results = step.run(*[values[k] for k in step.reads])
+            for slot, result in zip(step.writes, results):
+                values[slot] = result
+        return values
+
+    def _run_whole(self, arrays):
+        return _as_list(self._whole(*[arrays[k] for k in self._whole_order]))
+
+    def report(self):
+        """Where each segment runs and why: a dict with the plan's and the whole
+        graph's measured times (ms) and, per segment, its backend, op count, ops,
+        times (ms) of each backend tried, compile seconds and boundary reasons."""
+        return {
+            "runs": "one MXNet graph (measured faster than the plan)" if self._use_whole else
+                    "segments",
+            "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "segments": [{"backend": step.backend, "convertible": step.segment.kind == TVM,
+                          "ops": len(step.segment.nodes),
+                          "op_names": sorted({self.graph.nodes[i].op for i in step.segment.nodes}),
+                          "times_ms": step.times_ms, "compile_s": step.compile_s,
+                          "reasons": list(step.segment.reasons) + ([step.note] if step.note else [])}
+                         for step in self._steps]}
+
+
+def _cached_op(symbol):
+    return mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+
+
+def _as_list(result):
+    return list(result) if isinstance(result, (list, tuple)) else [result]
+
+
+def _wait(arrays):
+    for array in arrays:
+        array.wait_to_read()
