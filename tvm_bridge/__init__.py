@@ -4,8 +4,10 @@ Graphs: load a graph, partition it into TVM-convertible and MXNet segments,
 and build Relax modules for the TVM ones.
 Compiling: compile_module (cached on disk), tune_module, CompiledFunction
 (called with MXNet NDArrays through DLPack); deploy and measure as modules.
-Running: SegmentedGraph (TVM where faster, MXNet elsewhere).
+Running: SegmentedGraph (TVM where faster, MXNet elsewhere); compile_block for a
+static HybridBlock.
 """
+from .block import CompiledBlock, compile_block
 from .compiler import compile_module
 from .converters import Unsupported, converted_ops
 from .graph import Graph, Node, load_graph
@@ -16,6 +18,6 @@ from .segmented import SegmentedGraph
 from .target import host_target
 from .tuning import tune_module
 
-__all__ = ["CompiledFunction", "Graph", "Node", "Segment", "Unsupported", "build_graph_module",
+__all__ = ["CompiledBlock", "CompiledFunction", "compile_block", "Graph", "Node", "Segment", "Unsupported", "build_graph_module",
            "build_segment", "compile_module", "converted_ops", "host_target", "load_graph",
            "partition", "SegmentedGraph", "tune_module"]

@@ -115,7 +115,7 @@ class SegmentedGraph:
             results = _as_list(function(*[arrays[k] for k in take]))
             return [results[k] for k in give]
 
-        step.run_in_tvm = run_in_tvm
+        step.run_in_tvm, step.function, step.produced = run_in_tvm, function, produced
         step.run, step.backend = run_in_tvm, "tvm"
 
     def _choose(self, inputs):
@@ -158,6 +158,14 @@ class SegmentedGraph:
 
     def _run_whole(self, arrays):
         return _as_list(self._whole(*[arrays[k] for k in self._whole_order]))
+
+    def single_function(self):
+        """(CompiledFunction, for each graph output the index of the function's
+        output holding it) when the whole graph runs as one TVM segment, else None."""
+        steps = [step for step in self._steps if step.backend == "tvm"]
+        if self._use_whole or len(self._steps) != 1 or len(steps) != 1:
+            return None
+        return steps[0].function, [steps[0].produced[ref] for ref in self.graph.heads]
 
     def report(self):
         """Where each segment runs and why: a dict with the plan's and the whole
