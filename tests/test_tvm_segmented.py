@@ -45,7 +45,7 @@ def test_one_plan_serves_a_symbolic_batch(tmp_path):
         assert_outputs_close(run_plan(plan, symbol, inputs), run_mxnet(symbol, inputs))
 
 
-def test_training_is_refused_clearly(tmp_path):
+def test_training_and_inputs_that_do_not_fit_are_refused_clearly(tmp_path):
     symbol = quadratic_in_the_middle()
     inputs = make_inputs(symbol, SHAPES)
     arrays = [mx.nd.array(inputs[name]) for name in symbol.list_inputs()]
@@ -55,6 +55,8 @@ def test_training_is_refused_clearly(tmp_path):
         plan(*arrays)
     with pytest.raises(ValueError, match="no example input for graph input"):
         SegmentedGraph(symbol, ["x"], arrays[:1])
+    with pytest.raises(ValueError, match=r"input 'x': the plan was built for shape \(3, 5\)"):
+        plan(mx.nd.ones((4, 5)), *arrays[1:])
 
 
 class Tagger(gluon.Block):

@@ -129,6 +129,12 @@ class CompiledFunction:
 
     def __call__(self, *arrays):
         self.signature.check(arrays)
+        return self.call_unchecked(*arrays)
+
+    def call_unchecked(self, *arrays):
+        """The call without the signature check, for callers that guarantee the
+        inputs fit (a plan fed by a graph cache keyed on shapes and dtypes); a
+        misfit is still caught by TVM's own checks, less readably."""
         result = self._function(*[self._to_tvm(array) for array in arrays])
         if not self.signature.returns_tuple:
             return mx.nd.from_dlpack(result.__dlpack__())

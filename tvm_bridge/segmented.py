@@ -61,6 +61,13 @@ class SegmentedGraph:
         self._slots = {(graph.variable_index[name], 0): k for k, name in enumerate(input_names)
                        if name in graph.variable_index}
         self._num_inputs = self._num_slots = len(input_names)
+        # Per input: its shape (None where symbolic) and dtype, checked per call
+        # unless the caller guarantees them (check_inputs = False).
+        self._input_names = list(input_names)
+        self._input_types = [(tuple(None if axis in (symbolic_dims or {}).get(name, {}) else dim
+                                    for axis, dim in enumerate(array.shape)), array.dtype)
+                             for name, array in zip(input_names, example_inputs)]
+        self.check_inputs = True
         self._steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                        for segment in partition(graph, shapes, dtypes, symbolic_dims)]
         self._heads = [self._slots[ref] for ref in graph.heads]
@@ -111,8 +118,10 @@ class SegmentedGraph:
         produced = {ref: k for k, ref in enumerate(output_order)}
         give = [produced[ref] for ref in step.segment.outputs]
 
+        call = function.call_unchecked  # the plan's inputs are checked once, in __call__
+
         def run_in_tvm(*arrays):
-            results = _as_list(function(*[arrays[k] for k in take]))
+            results = _as_list(call(*[arrays[k] for k in take]))
             return [results[k] for k in give]
 
         step.run_in_tvm, step.function, step.produced = run_in_tvm, function, produced
@@ -140,9 +149,23 @@ class SegmentedGraph:
         if mx.autograd.is_recording():
             raise RuntimeError("a SegmentedGraph runs inference only (TVM gives no backward); "
                                "call it outside autograd.record()")
+        if self.check_inputs:
+            self._check(arrays)
+        return self._run_whole(arrays) if self._use_whole else self._run_plan(arrays)
+
+    def _check(self, arrays):
         if len(arrays) != self._num_inputs:
             raise ValueError("expected %d input arrays, got %d" % (self._num_inputs, len(arrays)))
-        return self._run_whole(arrays) if self._use_whole else self._run_plan(arrays)
+        for name, array, (shape, dtype) in zip(self._input_names, arrays, self._input_types):
+            if not self._fits(array.shape, shape) or array.dtype != dtype:
+                raise ValueError("input %r: the plan was built for shape %s and dtype %s, got "
+                                 "%s and %s" % (name, shape, np.dtype(dtype).name, array.shape,
+                                                np.dtype(array.dtype).name))
+
+    @staticmethod
+    def _fits(shape, expected):
+        return len(shape) == len(expected) and all(
+            want is None or want == got for want, got in zip(expected, shape))
 
     def _run_plan(self, arrays):
         values = self._values(arrays)

@@ -290,7 +290,7 @@ class BlockRunner:
                              input_sources,
                              len(outputs), out_format, state_paths)
         traced.guards = trace.guards
-        traced.symbol = graph
+        traced.symbol, traced.exact = graph, exact
         traced.blocks = _block_tree(self.block)  # see python_state._block_state
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced, trace

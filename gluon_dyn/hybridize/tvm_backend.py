@@ -28,7 +28,8 @@ class TvmBackend:
         """The SegmentedGraph that runs `graph` on `inputs`, or None for MXNet."""
         if autograd.is_recording():
             return None
-        shapes = tuple((array.shape, array.dtype) for array in inputs)
+        # A graph traced for exact shapes only ever sees those: one plan, no key.
+        shapes = None if graph.exact else tuple((array.shape, array.dtype) for array in inputs)
         plans = graph.__dict__.setdefault("tvm_plans", {})
         if shapes not in plans:
             if len(plans) >= MAX_PLANS:
@@ -38,8 +39,11 @@ class TvmBackend:
 
     def _build(self, graph, inputs):
         try:
-            return self._segmented_graph(graph.symbol, graph.symbol.list_inputs(), inputs,
+            plan = self._segmented_graph(graph.symbol, graph.symbol.list_inputs(), inputs,
                                          **self.options)
+            # The graph cache keys on the input shapes and dtypes the plan was built for.
+            plan.check_inputs = False
+            return plan
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot
             reason = "%s: %s" % (type(error).__name__, error)
             self.failures.append(reason)
