@@ -43,6 +43,7 @@ class TracedGraph:
         self.num_outputs = num_outputs
         self.out_format = out_format
         self.state_paths = state_paths      # attributes written back from the trailing outputs
+        self.reads_state = any(kind == "state" for kind, _ in input_sources)
 
 
 class BlockRunner:
@@ -296,7 +297,7 @@ class BlockRunner:
         return traced, trace
 
     def _run(self, graph, args):
-        states = tensor_attributes(self.block)
+        states = tensor_attributes(self.block) if graph.reads_state else None
         inputs = []
         for kind, what in graph.input_sources:
             if kind == "arg":

@@ -29,9 +29,9 @@ def _block_state(block):
     values = []
 
     def visit(node, path):
-        for name, value in sorted(vars(node).items()):
-            if name.startswith("_"):
-                continue
+        attributes = vars(node)
+        for name in sorted(name for name in attributes if name[0] != "_"):
+            value = attributes[name]
             if _is_simple(value):
                 values.append((path + name, value))
             elif isinstance(value, (list, dict, set)):
