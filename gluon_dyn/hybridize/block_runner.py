@@ -37,13 +37,26 @@ MISSES_BEFORE_GIVING_UP = 8
 class TracedGraph:
     """One cached graph and how to feed it and read it back."""
 
-    def __init__(self, cached_op, input_sources, num_outputs, out_format, state_paths):
-        self.cached_op = cached_op
+    def __init__(self, symbol, exact, input_sources, num_outputs, out_format, state_paths):
+        self.symbol, self.exact = symbol, exact
+        # Inference runs with memory (and shapes, if exact) planned once. Recorded
+        # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
+        # wrong input gradients for some graphs (tests/test_generated_programs.py,
+        # "static_alloc backward").
+        self.cached_op = mx.nd.CachedOp(symbol, flags=_cached_op_flags(symbol, exact))
+        self._recording_op = None
         self.input_sources = input_sources  # per graph input: ("arg", i) / ("state", path) / ("param", p) / ("captured", array)
         self.num_outputs = num_outputs
         self.out_format = out_format
         self.state_paths = state_paths      # attributes written back from the trailing outputs
         self.reads_state = any(kind == "state" for kind, _ in input_sources)
+
+    def op_for_this_call(self):
+        if not autograd.is_recording():
+            return self.cached_op
+        if self._recording_op is None:
+            self._recording_op = mx.nd.CachedOp(self.symbol)
+        return self._recording_op
 
 
 class BlockRunner:
@@ -287,11 +300,8 @@ class BlockRunner:
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     type(self.block).__name__)
         exact = not self._relaxed_dims()
-        traced = TracedGraph(mx.nd.CachedOp(graph, flags=_cached_op_flags(graph, exact)),
-                             input_sources,
-                             len(outputs), out_format, state_paths)
+        traced = TracedGraph(graph, exact, input_sources, len(outputs), out_format, state_paths)
         traced.guards = trace.guards
-        traced.symbol, traced.exact = graph, exact
         traced.blocks = _block_tree(self.block)  # see python_state._block_state
         traced.ops = [node["op"] for node in json.loads(graph.tojson())["nodes"]]
         return traced, trace
@@ -314,7 +324,7 @@ class BlockRunner:
                 inputs.append(what)
         plan = self.tvm.plan_for(graph, inputs) if self.tvm is not None else None
         try:
-            results = plan(*inputs) if plan is not None else graph.cached_op(*inputs)
+            results = plan(*inputs) if plan is not None else graph.op_for_this_call()(*inputs)
         except mx.base.MXNetError as error:
             # Some runs execute synchronously and a failed guard raises here, not at
             # the first read; other guards of the run may still be pending.
