@@ -371,7 +371,8 @@ class BlockRunner:
             self.guard_failures.append(guard.message)
             self.last_guard_failure[guard.location] = guard.message
             self.profile.guard_failed(guard.location)
-        self.graphs.clear()
+        if guards:   # (none: only a late error of an earlier run surfaced; graphs stand)
+            self.graphs.clear()
         with speculation.profiling(self.profile):
             return self.forward(*args)
 
