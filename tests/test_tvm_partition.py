@@ -7,7 +7,7 @@ from gluon_dyn import native
 from tvm_bridge import build_segment, load_graph, partition
 from tvm_bridge.value_types import ValueType
 from tvm_helpers import (assert_outputs_close, compile_module, make_inputs, run_main,
-                         run_mxnet, run_segments)
+                         run_mxnet, run_plan)
 
 S = mx.sym
 x, w1, w2 = S.var("x"), S.var("w1"), S.var("w2")
@@ -18,7 +18,8 @@ BATCH = {"x": {0: "batch"}}
 def quadratic_in_the_middle():
     """fc -> tanh -> quadratic (no converter) -> fc, plus a skip connection over it."""
     hidden = S.tanh(S.FullyConnected(x, w1, no_bias=True, num_hidden=4))
-    squared = S.contrib.quadratic(hidden, a=1.0, b=2.0, c=3.0)
+    # Named: an automatic name counts up with every graph built in the process.
+    squared = S.contrib.quadratic(hidden, a=1.0, b=2.0, c=3.0, name="quadratic0")
     return S.FullyConnected(squared, w2, no_bias=True, num_hidden=4) + hidden
 
 
@@ -41,8 +42,7 @@ def check_segments_match_mxnet(symbol, shapes, symbolic_dims=None, sizes=(3,), s
     for size in sizes:
         run_shapes = dict(shapes, x=(size,) + shapes["x"][1:])
         inputs = make_inputs(symbol, run_shapes, special=special, seed=size)
-        assert_outputs_close(run_segments(symbol, segments, inputs, shapes,
-                                          symbolic_dims=symbolic_dims),
+        assert_outputs_close(run_plan(symbol, inputs, shapes, symbolic_dims=symbolic_dims),
                              run_mxnet(symbol, inputs))
     return segments
 
@@ -73,10 +73,9 @@ def test_gluon_dyn_assert_runs_in_mxnet_between_tvm_segments():
 def test_a_failing_assert_raises_from_its_mxnet_segment():
     _, (checked,) = native.assert_true(S, S.sum(x) > 1e9, S.exp(x), message="too small")
     symbol = checked * 2
-    segments = partition(load_graph(symbol), {"x": (2, 2)})
     inputs = {"x": np.ones((2, 2), "float32")}
     with pytest.raises(mx.MXNetError, match="too small"):
-        run_segments(symbol, segments, inputs, {"x": (2, 2)})
+        run_plan(symbol, inputs, {"x": (2, 2)})
 
 
 def test_independent_work_is_not_split_by_an_mxnet_op():

@@ -45,6 +45,27 @@ def test_one_plan_serves_a_symbolic_batch(tmp_path):
         assert_outputs_close(run_plan(plan, symbol, inputs), run_mxnet(symbol, inputs))
 
 
+def fail(*args, **kwargs):
+    raise RuntimeError("injected failure")
+
+
+@pytest.mark.parametrize("broken, note", [
+    ("tvm_bridge.segmented.compile_module", "TVM compile failed, runs in MXNet: RuntimeError"),
+    ("tvm_bridge.runtime.CompiledFunction.call_unchecked",
+     "TVM run failed, runs in MXNet: RuntimeError")])
+def test_a_segment_tvm_fails_on_runs_in_mxnet_with_the_reason(tmp_path, monkeypatch, broken,
+                                                               note):
+    monkeypatch.setattr(broken, fail)
+    symbol = quadratic_in_the_middle()
+    inputs = make_inputs(symbol, SHAPES)
+    arrays = [mx.nd.array(inputs[name]) for name in symbol.list_inputs()]
+    plan = SegmentedGraph(symbol, symbol.list_inputs(), arrays, cache_dir=str(tmp_path))
+    assert_outputs_close(run_plan(plan, symbol, inputs), run_mxnet(symbol, inputs))
+    segments = plan.report()["segments"]
+    assert [s["backend"] for s in segments] == ["mxnet"] * 3
+    assert note in segments[0]["reasons"][-1] and "injected failure" in segments[0]["reasons"][-1]
+
+
 def test_training_and_inputs_that_do_not_fit_are_refused_clearly(tmp_path):
     symbol = quadratic_in_the_middle()
     inputs = make_inputs(symbol, SHAPES)

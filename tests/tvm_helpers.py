@@ -1,9 +1,10 @@
 """Helpers for the tvm_bridge tests: compile a Relax module, run it, compare with MXNet.
 
-Compilation is plain ``tvm.compile`` + ``relax.VirtualMachine`` until the
-bridge's own compiler is used here.
+Whole modules compile with plain ``tvm.compile`` + ``relax.VirtualMachine``;
+partitioned graphs run through the bridge's executor, ``SegmentedGraph``.
 """
 import os
+import tempfile
 
 os.environ.setdefault("TVM_NUM_THREADS", "2")  # else TVM pins this thread (and MXNet's) to CPU 0
 
@@ -12,7 +13,11 @@ import numpy as np  # noqa: E402
 import tvm  # noqa: E402
 from tvm import relax  # noqa: E402
 
-from tvm_bridge import build_graph_module, build_segment, load_graph, partition  # noqa: E402
+from tvm_bridge import (SegmentedGraph, build_graph_module, load_graph,  # noqa: E402
+                        partition)
+
+# Libraries compiled by the tests' plans, removed when the test process ends.
+COMPILE_CACHE = tempfile.TemporaryDirectory(prefix="tvm_bridge_tests_")
 
 RTOL = ATOL = 1e-5
 TARGET = {"kind": "llvm"}
@@ -91,29 +96,17 @@ def check_against_mxnet(symbol, shapes, symbolic_dims=None, sizes=(2, 5), dtypes
                              run_mxnet(symbol, inputs))
 
 
-def run_segments(symbol, segments, inputs, shapes, dtypes=None, symbolic_dims=None):
-    """Runs partitioned segments in order (TVM or an MXNet CachedOp); returns the graph outputs."""
-    graph = load_graph(symbol)
-    values = {(graph.variable_index[name], 0): array for name, array in inputs.items()}
-    for segment in segments:
-        args = [values[ref] for ref in segment.inputs]
-        if segment.kind == "tvm":
-            mod, input_order, output_order = build_segment(graph, segment, shapes, dtypes,
-                                                           symbolic_dims)
-            results = run_main(compile_module(mod), [values[ref] for ref in input_order])
-        else:
-            output_order = segment.outputs
-            results = _run_cached_op(segment.to_symbol(graph),
-                                     dict(zip(segment.input_names(graph), args)))
-        values.update(zip(output_order, results))
-    return [values[ref] for ref in graph.heads]
-
-
-def _run_cached_op(symbol, inputs):
-    op = mx.nd.CachedOp(symbol)
-    outputs = op(*[mx.nd.array(inputs[name], dtype=inputs[name].dtype)
-                   for name in symbol.list_inputs()])
-    return [out.asnumpy() for out in (outputs if isinstance(outputs, list) else [outputs])]
+def run_plan(symbol, inputs, shapes, dtypes=None, symbolic_dims=None):
+    """Runs the graph through tvm_bridge's executor (SegmentedGraph, every TVM
+    segment kept on TVM), built for ``shapes``; returns the graph outputs as numpy."""
+    names = symbol.list_inputs()
+    examples = make_inputs(symbol, shapes, dtypes)
+    plan = SegmentedGraph(symbol, names, [mx.nd.array(examples[n], dtype=examples[n].dtype)
+                                          for n in names],
+                          symbolic_dims=symbolic_dims, cache_dir=COMPILE_CACHE.name,
+                          choose_by_measurement=False)
+    outputs = plan(*[mx.nd.array(inputs[n], dtype=inputs[n].dtype) for n in names])
+    return [out.asnumpy() for out in outputs]
 
 
 def partition_symbol(symbol, shapes, dtypes=None, symbolic_dims=None):

@@ -1,8 +1,7 @@
 """compile_block: a static HybridBlock's graph run through a SegmentedGraph."""
 import mxnet as mx
 
-from . import deploy
-from .runtime import write_manifest
+from .plan_export import export_plan
 from .segmented import SegmentedGraph
 
 
@@ -12,35 +11,31 @@ class CompiledBlock:
 
     def __init__(self, block, plan, input_names, data_names, out_format):
         self.block, self.plan = block, plan
+        self._data_names = list(data_names)
         params = {p.name: p for p in block.collect_params().values()}
         self._sources = [("data", data_names.index(name)) if name in data_names else
                          ("param", params[name]) for name in input_names]
         self._out_format = out_format
 
     def __call__(self, *data):
+        if len(data) != len(self._data_names):
+            raise TypeError("the block takes %d inputs, got %d" % (len(self._data_names), len(data)))
         arrays = [data[what] if kind == "data" else what.data() for kind, what in self._sources]
         outputs = self.plan(*arrays)
         return outputs[0] if self._out_format is None else outputs
 
     def report(self):
+        """SegmentedGraph.report() of the block's graph."""
         return self.plan.report()
 
     def export(self, prefix):
-        """MXNet's export (prefix-symbol.json, prefix-0000.params) plus, when the
-        whole graph is one TVM segment, its library and manifest (prefix-tvm.so,
-        prefix-tvm.json, whose "graph_outputs" gives the function output of each
-        graph output), loadable with tvm_bridge/runtime.py alone."""
-        single = self.plan.single_function()
-        if single is None:
-            raise ValueError("export writes a TVM library when the whole graph is one TVM "
-                             "segment; this plan is %s" % [step["backend"] for step in
-                                                          self.plan.report()["segments"]])
-        function, graph_outputs = single
+        """Write MXNet's export (prefix-symbol.json, prefix-0000.params: the
+        parameters as they are now) and the plan (prefix-plan.json, a library per
+        TVM segment); returns the plan's path. deploy_loader.load_plan(prefix)
+        runs it in a process without gluon_dyn or tvm_bridge."""
         self.block.export(prefix)
-        library, manifest = deploy.export(function, prefix)
-        # The function returns the graph's outputs in its own order.
-        write_manifest(manifest, function.signature, graph_outputs=graph_outputs)
-        return library, manifest
+        return export_plan(self.plan, prefix, self._data_names, self._out_format is not None,
+                           parameters_file="%s-%04d.params" % (prefix, 0))
 
 
 def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_dir=None,
@@ -52,7 +47,8 @@ def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_d
     dimensions open; `tune` is a number of meta-schedule trials per segment;
     `choose_by_measurement=False` keeps every segment TVM can compile on TVM.
     """
-    block.hybridize()
+    if not block._active:  # keep the caller's hybridize flags (static_alloc, ...)
+        block.hybridize()
     with mx.autograd.pause():
         result = block(*example_inputs)
     data_symbols, symbol = block._cached_graph

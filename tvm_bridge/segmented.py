@@ -23,13 +23,21 @@ from .tuning import tune_module
 REPEATS = 15  # timed calls per variant when choosing
 
 
-class _Step:
+class Step:
     """One segment of the plan: `run(*arrays) -> list of arrays`, with the plan
-    slots it reads and writes."""
+    slots it reads and writes.
 
-    def __init__(self, segment, run, reads, writes):
-        self.segment, self.run, self.reads, self.writes = segment, run, reads, writes
+    `symbol` is the segment as an MXNet graph (its inputs, in `symbol.list_inputs()`
+    order, are what `run_in_mxnet` takes); `function` is its CompiledFunction when
+    it compiled, taking the values `input_order` and returning `output_order`.
+    """
+
+    def __init__(self, segment, symbol, run, reads, writes):
+        self.segment, self.symbol, self.run, self.reads, self.writes = (
+            segment, symbol, run, reads, writes)
+        self.run_in_mxnet = run
         self.backend = "mxnet"
+        self.function = self.input_order = self.output_order = None
         self.times_ms = {}
         self.compile_s = None
         self.note = ""
@@ -68,13 +76,17 @@ class SegmentedGraph:
                                     for axis, dim in enumerate(array.shape)), array.dtype)
                              for name, array in zip(input_names, example_inputs)]
         self.check_inputs = True
-        self._steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
+        # static_shape lets MXNet plan memory once; MXNet re-plans on a new shape,
+        # which symbolic dims would make happen on every change of size.
+        self.static_shape = not symbolic_dims
+        self.symbol = symbol
+        self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                        for segment in partition(graph, shapes, dtypes, symbolic_dims)]
         self._heads = [self._slots[ref] for ref in graph.heads]
-        self._whole = _cached_op(symbol)
+        self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
-        self._use_whole = False
+        self.uses_whole_graph = False  # one CachedOp of the graph serves calls instead
         if choose_by_measurement:
             self._choose(list(example_inputs))
 
@@ -83,7 +95,7 @@ class SegmentedGraph:
         symbol = segment.to_symbol(self.graph)
         by_name = dict(zip(segment.input_names(self.graph), range(len(reads))))
         order = [by_name[name] for name in symbol.list_inputs()]
-        cached = _cached_op(symbol)
+        cached = _cached_op(symbol, self.static_shape)
 
         def run_in_mxnet(*arrays):
             return _as_list(cached(*[arrays[k] for k in order]))
@@ -93,8 +105,7 @@ class SegmentedGraph:
             self._slots[ref] = self._num_slots
             writes.append(self._num_slots)
             self._num_slots += 1
-        step = _Step(segment, run_in_mxnet, reads, writes)
-        step.run_in_mxnet = run_in_mxnet
+        step = Step(segment, symbol, run_in_mxnet, reads, writes)
         if segment.kind == TVM:
             self._compile(step, shapes, dtypes, symbolic_dims, cache_dir, tune)
         return step
@@ -124,26 +135,36 @@ class SegmentedGraph:
             results = _as_list(call(*[arrays[k] for k in take]))
             return [results[k] for k in give]
 
-        step.run_in_tvm, step.function, step.produced = run_in_tvm, function, produced
+        step.run_in_tvm, step.function = run_in_tvm, function
+        step.input_order, step.output_order = input_order, output_order
         step.run, step.backend = run_in_tvm, "tvm"
 
     def _choose(self, inputs):
         """Time each TVM segment against MXNet on the example inputs; then the
         whole plan against one CachedOp of the graph."""
-        values = self._values(inputs)
-        for step in self._steps:
+        values = self._slot_list(inputs)
+        for step in self.steps:
             args = [values[k] for k in step.reads]
             if step.backend == "tvm":
-                medians = median_time({"tvm": lambda: _wait(step.run_in_tvm(*args)),
-                                       "mxnet": lambda: _wait(step.run_in_mxnet(*args))},
-                                      repeats=REPEATS)
-                step.times_ms = {name: seconds * 1000 for name, seconds in medians.items()}
-                if medians["mxnet"] < medians["tvm"]:
-                    step.run, step.backend = step.run_in_mxnet, "mxnet"
+                self._choose_backend(step, args)
+            _store(values, step.writes, step.run(*args))
         medians = median_time({"plan": lambda: _wait(self._run_plan(inputs)),
                                "whole": lambda: _wait(self._run_whole(inputs))}, repeats=REPEATS)
         self.plan_ms, self.whole_ms = medians["plan"] * 1000, medians["whole"] * 1000
-        self._use_whole = medians["whole"] < medians["plan"]
+        self.uses_whole_graph = medians["whole"] < medians["plan"]
+
+    @staticmethod
+    def _choose_backend(step, args):
+        try:
+            medians = median_time({"tvm": lambda: _wait(step.run_in_tvm(*args)),
+                                   "mxnet": lambda: _wait(step.run_in_mxnet(*args))},
+                                  repeats=REPEATS)
+        except Exception as error:  # noqa: BLE001 - MXNet runs what TVM fails to run
+            step.note = "TVM run failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
+            medians = {"tvm": float("inf")}
+        step.times_ms = {name: seconds * 1000 for name, seconds in medians.items()}
+        if medians.get("mxnet", 0.0) < medians["tvm"]:
+            step.run, step.backend = step.run_in_mxnet, "mxnet"
 
     def __call__(self, *arrays):
         if mx.autograd.is_recording():
@@ -151,7 +172,7 @@ class SegmentedGraph:
                                "call it outside autograd.record()")
         if self.check_inputs:
             self._check(arrays)
-        return self._run_whole(arrays) if self._use_whole else self._run_plan(arrays)
+        return self._run_whole(arrays) if self.uses_whole_graph else self._run_plan(arrays)
 
     def _check(self, arrays):
         if len(arrays) != self._num_inputs:
@@ -172,42 +193,49 @@ class SegmentedGraph:
         return [values[k] for k in self._heads]
 
     def _values(self, arrays):
-        values = list(arrays) + [None] * (self._num_slots - self._num_inputs)
-        for step in self._steps:
-            results = step.run(*[values[k] for k in step.reads])
-            for slot, result in zip(step.writes, results):
-                values[slot] = result
+        values = self._slot_list(arrays)
+        for step in self.steps:
+            _store(values, step.writes, step.run(*[values[k] for k in step.reads]))
         return values
+
+    def _slot_list(self, arrays):
+        """The inputs, then an empty slot per value the segments produce."""
+        return list(arrays) + [None] * (self._num_slots - self._num_inputs)
 
     def _run_whole(self, arrays):
         return _as_list(self._whole(*[arrays[k] for k in self._whole_order]))
 
-    def single_function(self):
-        """(CompiledFunction, for each graph output the index of the function's
-        output holding it) when the whole graph runs as one TVM segment, else None."""
-        steps = [step for step in self._steps if step.backend == "tvm"]
-        if self._use_whole or len(self._steps) != 1 or len(steps) != 1:
-            return None
-        return steps[0].function, [steps[0].produced[ref] for ref in self.graph.heads]
-
     def report(self):
         """Where each segment runs and why: a dict with the plan's and the whole
-        graph's measured times (ms) and, per segment, its backend, op count, ops,
-        times (ms) of each backend tried, compile seconds and boundary reasons."""
+        graph's measured times (ms) and, per segment, its backend, op count, ops
+        ({op: count}), times (ms) of each backend tried, compile seconds and
+        boundary reasons."""
         return {
-            "runs": "one MXNet graph (measured faster than the plan)" if self._use_whole else
+            "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
             "segments": [{"backend": step.backend, "convertible": step.segment.kind == TVM,
                           "ops": len(step.segment.nodes),
-                          "op_names": sorted({self.graph.nodes[i].op for i in step.segment.nodes}),
+                          "op_names": _op_counts(self.graph, step.segment.nodes),
                           "times_ms": step.times_ms, "compile_s": step.compile_s,
                           "reasons": list(step.segment.reasons) + ([step.note] if step.note else [])}
-                         for step in self._steps]}
+                         for step in self.steps]}
 
 
-def _cached_op(symbol):
-    return mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+def _cached_op(symbol, static_shape):
+    return mx.nd.CachedOp(symbol, flags=[("static_alloc", True), ("static_shape", static_shape)])
+
+
+def _op_counts(graph, nodes):
+    counts = {}
+    for index in nodes:
+        counts[graph.nodes[index].op] = counts.get(graph.nodes[index].op, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _store(values, slots, results):
+    for slot, result in zip(slots, results):
+        values[slot] = result
 
 
 def _as_list(result):
