@@ -39,7 +39,7 @@ class Step:
         self.backend = "mxnet"
         self.function = self.input_order = self.output_order = None
         self.times_ms = {}
-        self.compile_s = None
+        self.compile_s = self.tune_s = None
         self.note = ""
 
 
@@ -116,7 +116,7 @@ class SegmentedGraph:
             module, input_order, output_order = build_segment(self.graph, step.segment, shapes,
                                                               dtypes, symbolic_dims)
             if tune:
-                tune_module(module, trials=tune, cache_dir=cache_dir)
+                step.tune_s = tune_module(module, trials=tune, cache_dir=cache_dir)["seconds"]
             start = time.perf_counter()
             function = compile_module(module, cache_dir=cache_dir)
             step.compile_s = 0.0 if function.info.get("from_cache") else \
@@ -208,8 +208,9 @@ class SegmentedGraph:
     def report(self):
         """Where each segment runs and why: a dict with the plan's and the whole
         graph's measured times (ms) and, per segment, its backend, op count, ops
-        ({op: count}), times (ms) of each backend tried, compile seconds and
-        boundary reasons."""
+        ({op: count}), times (ms) of each backend tried, compile and tuning
+        seconds (0 when loaded from the cache; None when not done) and boundary
+        reasons."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
@@ -218,6 +219,7 @@ class SegmentedGraph:
                           "ops": len(step.segment.nodes),
                           "op_names": _op_counts(self.graph, step.segment.nodes),
                           "times_ms": step.times_ms, "compile_s": step.compile_s,
+                          "tune_s": step.tune_s,
                           "reasons": list(step.segment.reasons) + ([step.note] if step.note else [])}
                          for step in self.steps]}
 
