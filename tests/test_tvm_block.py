@@ -13,6 +13,7 @@ import pytest
 import test_tvm_models
 from test_tvm_models import (LEAVES, ChildSumTreeLSTM, UnrolledGRU, UnrolledLSTM, initialized,
                              lenet, sequence_batch)
+import tvm_bridge
 from tvm_bridge import compile_block
 
 BATCH_DIMS = {0: {1: "batch"}, 1: {0: "batch"}}  # (steps, batch, features), (batch, hidden)
@@ -109,6 +110,8 @@ def test_a_plan_with_an_mxnet_segment_matches_mxnet(tmp_path):
         compiled(x)
     with pytest.raises(TypeError, match="takes 1 inputs, got 2"):
         compiled(x, x)
+    with pytest.raises(ValueError, match=r"input 'data': the plan was built for shape \(2, 3\)"):
+        compiled(mx.nd.ones((2, 5)))
 
 
 FRESH_PROCESS = """
@@ -157,6 +160,9 @@ def test_exported_plans_run_in_a_fresh_process_without_the_project(tmp_path):
     outputs, printed = run_exported([(split, [x]), (whole, [x]), (lstm, sequences)], tmp_path)
     assert printed == ["['tvm', 'mxnet', 'tvm']", "['mxnet']", "['tvm']", "[]"]
     expected = [[split_net(x)], [split_net(x)], lstm_net(*sequences)]
+    in_process = tvm_bridge.load_plan(str(tmp_path / "model2"))(*sequences)
+    np.testing.assert_allclose(in_process[0].asnumpy(), expected[2][0].asnumpy(), rtol=1e-5,
+                               atol=1e-5)
     for got_case, want_case in zip(outputs, expected):
         assert len(got_case) == len(want_case)
         for got, want in zip(got_case, want_case):

@@ -5,11 +5,13 @@ and build Relax modules for the TVM ones.
 Compiling: compile_module (cached on disk), tune_module, CompiledFunction
 (called with MXNet NDArrays through DLPack); deploy and measure as modules.
 Running: SegmentedGraph (TVM where faster, MXNet elsewhere); compile_block for a
-static HybridBlock.
+static HybridBlock, whose export load_plan (deploy_loader.py, standalone with
+runtime.py) runs without this package.
 """
 from .block import CompiledBlock, compile_block
 from .compiler import compile_module
 from .converters import Unsupported, converted_ops
+from .deploy_loader import DeployedPlan, load_plan
 from .graph import Graph, Node, load_graph
 from .partition import Segment, partition
 from .relax_builder import build_graph_module, build_segment
@@ -18,6 +20,7 @@ from .segmented import SegmentedGraph
 from .target import host_target
 from .tuning import tune_module
 
-__all__ = ["CompiledBlock", "CompiledFunction", "compile_block", "Graph", "Node", "Segment", "Unsupported", "build_graph_module",
-           "build_segment", "compile_module", "converted_ops", "host_target", "load_graph",
-           "partition", "SegmentedGraph", "tune_module"]
+__all__ = ["CompiledBlock", "CompiledFunction", "DeployedPlan", "compile_block", "Graph", "Node",
+           "Segment", "Unsupported", "build_graph_module", "build_segment", "compile_module",
+           "converted_ops", "host_target", "load_graph", "load_plan", "partition",
+           "SegmentedGraph", "tune_module"]

@@ -16,6 +16,7 @@ class CompiledBlock:
         self._sources = [("data", data_names.index(name)) if name in data_names else
                          ("param", params[name]) for name in input_names]
         self._out_format = out_format
+        plan.check_only(data_names)
 
     def __call__(self, *data):
         if len(data) != len(self._data_names):

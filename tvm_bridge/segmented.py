@@ -52,6 +52,11 @@ class SegmentedGraph:
     timed on); `symbolic_dims` ({"data": {0: "batch"}}) leaves dimensions open so
     one plan serves several sizes. `tune` (a number of meta-schedule trials)
     tunes each TVM segment first; the tuning database is kept in the cache.
+
+    After construction: `steps` (a Step per segment, in order), `uses_whole_graph`
+    (one MXNet CachedOp of the graph measured faster and serves calls),
+    `check_inputs` (set False when the caller guarantees shapes and dtypes; or
+    see check_only).
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
@@ -70,18 +75,19 @@ class SegmentedGraph:
                        if name in graph.variable_index}
         self._num_inputs = self._num_slots = len(input_names)
         # Per input: its shape (None where symbolic) and dtype, checked per call
-        # unless the caller guarantees them (check_inputs = False).
+        # unless the caller guarantees them (check_inputs = False, check_only).
         self._input_names = list(input_names)
         self._input_types = [(tuple(None if axis in (symbolic_dims or {}).get(name, {}) else dim
                                     for axis, dim in enumerate(array.shape)), array.dtype)
                              for name, array in zip(input_names, example_inputs)]
+        self._checked = list(range(len(input_names)))
         self.check_inputs = True
         # static_shape lets MXNet plan memory once; MXNet re-plans on a new shape,
         # which symbolic dims would make happen on every change of size.
         self.static_shape = not symbolic_dims
         self.symbol = symbol
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
-                       for segment in partition(graph, shapes, dtypes, symbolic_dims)]
+                      for segment in partition(graph, shapes, dtypes, symbolic_dims)]
         self._heads = [self._slots[ref] for ref in graph.heads]
         self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
@@ -177,11 +183,18 @@ class SegmentedGraph:
     def _check(self, arrays):
         if len(arrays) != self._num_inputs:
             raise ValueError("expected %d input arrays, got %d" % (self._num_inputs, len(arrays)))
-        for name, array, (shape, dtype) in zip(self._input_names, arrays, self._input_types):
+        for k in self._checked:
+            (shape, dtype), array = self._input_types[k], arrays[k]
             if not self._fits(array.shape, shape) or array.dtype != dtype:
+                name = self._input_names[k]
                 raise ValueError("input %r: the plan was built for shape %s and dtype %s, got "
                                  "%s and %s" % (name, shape, np.dtype(dtype).name, array.shape,
                                                 np.dtype(array.dtype).name))
+
+    def check_only(self, input_names):
+        """Check just these inputs at each call: the caller guarantees the others
+        (a Gluon parameter cannot change its shape). Each checked input costs ~4 us."""
+        self._checked = [self._input_names.index(name) for name in input_names]
 
     @staticmethod
     def _fits(shape, expected):
