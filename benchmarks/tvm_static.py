@@ -35,7 +35,7 @@ from tvm_bridge.measure import median_time  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from small_lstm import UnrolledLSTM  # noqa: E402
-from tvm_bridge_speed import TorchLSTMLoop, lenet, same_params, torch  # noqa: E402
+from tvm_bridge_speed import TorchLSTMLoop, lenet, torch  # noqa: E402
 
 WARMUP = 10
 MXNET = "mxnet hybridized"  # the reference variant

@@ -20,7 +20,8 @@ class CompiledBlock:
 
     def __call__(self, *data):
         if len(data) != len(self._data_names):
-            raise TypeError("the block takes %d inputs, got %d" % (len(self._data_names), len(data)))
+            raise TypeError("the block takes %d inputs, got %d"
+                            % (len(self._data_names), len(data)))
         arrays = [data[what] if kind == "data" else what.data() for kind, what in self._sources]
         outputs = self.plan(*arrays)
         return outputs[0] if self._out_format is None else outputs

@@ -69,7 +69,8 @@ class SegmentedGraph:
             raise ValueError("no example input for graph input(s) %s" % sorted(missing))
         self.graph = graph = load_graph(symbol)
         shapes = {name: array.shape for name, array in zip(input_names, example_inputs)}
-        dtypes = {name: np.dtype(array.dtype).name for name, array in zip(input_names, example_inputs)}
+        dtypes = {name: np.dtype(array.dtype).name
+                  for name, array in zip(input_names, example_inputs)}
         # Values live in slots: the inputs first, then each segment's outputs.
         self._slots = {(graph.variable_index[name], 0): k for k, name in enumerate(input_names)
                        if name in graph.variable_index}
@@ -233,7 +234,8 @@ class SegmentedGraph:
                           "op_names": _op_counts(self.graph, step.segment.nodes),
                           "times_ms": step.times_ms, "compile_s": step.compile_s,
                           "tune_s": step.tune_s,
-                          "reasons": list(step.segment.reasons) + ([step.note] if step.note else [])}
+                          "reasons": list(step.segment.reasons) + (
+                              [step.note] if step.note else [])}
                          for step in self.steps]}
 
 
