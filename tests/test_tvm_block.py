@@ -9,6 +9,7 @@ import sys
 import mxnet as mx
 import numpy as np
 import pytest
+from mxnet import gluon
 
 import test_tvm_models
 from test_tvm_models import (LEAVES, ChildSumTreeLSTM, UnrolledGRU, UnrolledLSTM, initialized,
@@ -53,6 +54,18 @@ def test_lenet_matches_mxnet_and_reports_its_plan(tmp_path):
     assert_matches_block(compiled, net, images(2))
     assert_report_lists_segments(compiled.report())
     assert "Convolution" in compiled.report()["segments"][0]["op_names"]
+
+
+def test_a_weight_mxnet_reordered_for_onednn_is_read_in_its_plain_layout(tmp_path):
+    """MXNet's oneDNN convolution keeps an inference weight in a blocked layout,
+    in the array's own memory; the TVM view taken before must not read that."""
+    net = initialized(gluon.nn.Conv2D(16, kernel_size=3, in_channels=6))
+    image = mx.nd.array(np.random.RandomState(1).uniform(-1, 1, (1, 6, 8, 8)))
+    compiled = compile_block(net, image, cache_dir=str(tmp_path), choose_by_measurement=False)
+    assert compiled.report()["segments"][0]["backend"] == "tvm"
+    for _ in range(2):
+        expected = net(image).asnumpy()  # MXNet's kernel: the weight is reordered
+        np.testing.assert_allclose(compiled(image).asnumpy(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_lstm_of_ten_steps_reads_trained_parameters_at_each_call(tmp_path, monkeypatch):

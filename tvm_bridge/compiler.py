@@ -1,6 +1,7 @@
 """Compiling a Relax IRModule for the local CPU, with a disk cache of the results.
 
-Pipeline: legalisation and fusion (TVM's CPU passes),
+Pipeline: common subexpressions merged, independent matmuls sharing a weight
+batched (batch_matmuls.py), legalisation and fusion (TVM's CPU passes),
 then tuned schedules from this module's meta-schedule database if there is one,
 then dlight default schedules for the rest, then the VM lowering passes.
 Results are exported shared libraries keyed by module, target, tuning records,
@@ -15,12 +16,13 @@ from tvm.relax.backend import cpu_generic
 from tvm.s_tir import dlight, meta_schedule
 
 from . import cache
+from .batch_matmuls import batch_shared_matmuls
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
 from .schedule_rules import SpatialLanesReduction
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 
 
 def signature_of(mod):
@@ -58,8 +60,9 @@ def fuse(mod, target):
     passes = cpu_generic.library_dispatch_passes(target) + cpu_generic.legalize_passes(target)
     with target:
         # Weights are graph inputs: each per-step transpose of a weight is the same
-        # value, computed once after CSE.
-        return tvm.transform.Sequential([relax.transform.EliminateCommonSubexpr(), *passes])(mod)
+        # value, computed once after CSE (which batching needs: one weight, one var).
+        mod = relax.transform.EliminateCommonSubexpr()(mod)
+        return tvm.transform.Sequential(passes)(batch_shared_matmuls(mod))
 
 
 def lower(fused, target, database=None):

@@ -14,11 +14,18 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import llvm_get_vector_width
 
 _DEFAULT_VECTOR_BITS = 128
+ROW_BLOCKS = (4, 2)
+COLUMN_BLOCKS = (4, 2)
 
 
 def _vector_lanes(target, dtype_bits):
     bits = llvm_get_vector_width(target)
     return max((bits if bits > 0 else _DEFAULT_VECTOR_BITS) // dtype_bits, 1)
+
+
+def _block(extent, choices):
+    """The first of `choices` dividing `extent` (a static int), else 1."""
+    return next((n for n in choices if isinstance(extent, int) and extent % n == 0), 1)
 
 
 class SpatialLanesReduction(CPUScheduleRule):
@@ -49,11 +56,28 @@ class SpatialLanesReduction(CPUScheduleRule):
         # kernels to the other rules.
         if not isinstance(inner_extent, int) or inner_extent % lanes:
             return None
-        tile, lane = sch.split(spatial[-1], factors=[None, lanes])
-        outer = sch.fuse(*spatial[:-1], tile)
-        sch.reorder(outer, *reduction, lane)
+        # Several independent accumulators per tile (a few rows times a few lane
+        # vectors): one accumulator is a chain of dependent FMAs, bound by their
+        # latency; rows also share each weight vector loaded.
+        columns = _block(inner_extent // lanes, COLUMN_BLOCKS)
+        tile, column, lane = sch.split(spatial[-1], factors=[None, columns, lanes])
+        rows = _block(get_extent(sch, spatial[-2]), ROW_BLOCKS) if num_spatial > 1 else 1
+        if rows > 1:
+            row_tile, row = sch.split(spatial[-2], factors=[None, rows])
+            sch.reorder(row_tile, tile, *reduction, row, column, lane)
+            outer = sch.fuse(*spatial[:-2], row_tile, tile)
+            sch.unroll(row)
+        else:
+            sch.reorder(tile, *reduction, column, lane)
+            outer = sch.fuse(*spatial[:-1], tile)
+        sch.unroll(column)
         sch.parallel(outer)
         sch.vectorize(lane)
+        # Accumulate in a local tile (registers) and write it out once, instead of
+        # a load and store of the output per reduction step.
+        write_back = sch.cache_write(block, 0, "local")
+        sch.reverse_compute_at(write_back, outer, preserve_unit_loops=True)
+        sch.vectorize(sch.get_loops(write_back)[-1])
         for epilogue in infos[1:]:
             sch.reverse_compute_at(epilogue.block_rv, outer, preserve_unit_loops=True)
             sch.vectorize(sch.get_loops(epilogue.block_rv)[-1])

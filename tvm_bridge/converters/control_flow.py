@@ -1,9 +1,9 @@
 """MXNet's control-flow nodes: _foreach unrolls; _while_loop and _cond stay in MXNet."""
-from tvm import relax
 from tvm.relax import op as R
 
 from .attrs import attr_int, attr_tuple
 from .registry import Unsupported, register
+from .slicing import equal_parts
 from .tensor_info import shape_of
 
 
@@ -13,11 +13,8 @@ def _locs(node, key):
 
 def _steps(ctx, sequence, length):
     """The ``length`` slices of ``sequence`` along axis 0."""
-    if length == 1:
-        return [R.squeeze(sequence, [0])]
-    parts = ctx.emit(R.split(sequence, length, axis=0))
-    return [ctx.emit(R.squeeze(ctx.emit(relax.TupleGetItem(parts, t)), [0]))
-            for t in range(length)]
+    return [ctx.emit(R.squeeze(ctx.emit(part), [0]))
+            for part in equal_parts(ctx, sequence, length, 0)]
 
 
 def _sequence_length(node, sequences):

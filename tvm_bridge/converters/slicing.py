@@ -13,14 +13,26 @@ def convert_split(ctx, node, args):
     x = args[0]
     num_outputs = attr_int(node, "num_outputs")
     axis = normalize_axis(attr_int(node, "axis", 1), ndim_of(x))
-    if num_outputs == 1:  # Relax's split of one section is the tensor itself, not a tuple
-        outputs = [x]
-    else:
-        parts = ctx.emit(R.split(x, num_outputs, axis=axis))
-        outputs = [relax.TupleGetItem(parts, k) for k in range(num_outputs)]
+    outputs = equal_parts(ctx, x, num_outputs, axis)
     if attr_bool(node, "squeeze_axis"):
         outputs = [R.squeeze(ctx.emit(part), [axis]) for part in outputs]
     return outputs
+
+
+def equal_parts(ctx, x, count, axis):
+    """`x` cut into `count` equal parts along `axis`.
+
+    Where that dim is static the parts are strided slices: each fuses into the
+    kernel that consumes it, where Relax's split is a kernel of its own (a
+    recurrent cell splits its gates once per step)."""
+    if count == 1:  # Relax's split of one section is the tensor itself, not a tuple
+        return [x]
+    dim = shape_of(x)[axis]
+    if isinstance(dim, int) and dim % count == 0:
+        size = dim // count
+        return [R.strided_slice(x, [axis], [k * size], [(k + 1) * size]) for k in range(count)]
+    parts = ctx.emit(R.split(x, count, axis=axis))
+    return [relax.TupleGetItem(parts, k) for k in range(count)]
 
 
 def _slice_bounds(begin, end, step, dim):
