@@ -22,7 +22,7 @@ from .schedule_rules import SpatialLanesReduction
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 4
 
 
 def signature_of(mod):
