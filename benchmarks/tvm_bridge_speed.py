@@ -26,6 +26,7 @@ from mxnet import gluon
 
 import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
 import tvm_bridge
+from tvm_bridge.runtime import configure_threads
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from control_flow_rnn import Loop  # noqa: E402
@@ -151,6 +152,11 @@ def small_lstm(args, cache_dir):
     medians = interleaved(runs, args.repeats)
     print_table("small LSTM (hidden 64, batch 1, 50 steps), inference", medians, compile_s,
                 "imperative")
+    # Interleaving lets each variant evict the others' caches: also one at a time.
+    alone = {name: interleaved({name: runs[name]}, args.repeats)[name]
+             for name in ("dynamic tvm", "dynamic tvm tuned", "torch.compile") if name in runs}
+    print("measured alone, ms per call: " + ", ".join(
+        "%s %.3f" % (name, ms) for name, ms in alone.items()))
     report = gluon_dyn.hybridize.report(nets["dynamic tvm"])["tvm"]
     for plan in report["plans"]:
         print("dynamic tvm plan: runs %s; %s" % (plan["runs"], [
@@ -220,6 +226,8 @@ def main():
     parser.add_argument("--only", choices=("small", "config", "lenet"), default=None)
     args = parser.parse_args()
     mx.random.seed(0)
+    print("TVM_NUM_THREADS=%d (tvm_bridge's default: the CPUs available, %d here)"
+          % (configure_threads(), len(os.sched_getaffinity(0))))
     if args.only in (None, "small"):
         small_lstm(args, args.cache_dir)
     if args.only in (None, "config"):

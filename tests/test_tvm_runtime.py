@@ -125,4 +125,4 @@ print(len(cpus), len(os.sched_getaffinity(0)), len(seen[0]), os.environ["TVM_NUM
 """, env={"PYTHONPATH": "tests"}, unset=("TVM_NUM_THREADS", "TVM_BIND_THREADS"))
     cpus, main_thread, new_thread, threads = report.split()
     assert main_thread == new_thread == cpus
-    assert threads == "1"
+    assert threads == cpus  # TVM's pool has a thread per CPU; binding is off

@@ -18,15 +18,19 @@ TVM_ALIGNMENT = 64
 MANIFEST_FORMAT = 1
 
 
-def configure_threads(default_threads=1):
+def configure_threads(default_threads=None):
     """Set TVM's thread pool size and binding before the pool first starts.
 
-    TVM_NUM_THREADS defaults to `default_threads` and TVM_BIND_THREADS to 0; values
-    already in the environment win. With binding on, TVM pins the calling thread
-    to CPU 0 and every thread created later (MXNet's engine workers) inherits that
-    mask. The pool reads these variables once, at its first parallel call, so
-    later changes in the same process have no effect. Returns the thread count.
+    TVM_NUM_THREADS defaults to `default_threads`, else the CPUs this process may
+    use, and TVM_BIND_THREADS to 0; values already in the environment win. Only
+    kernels big enough to gain run in parallel (see schedule_rules.py), so small
+    ones pay no fork/join. With binding on, TVM pins the calling thread to CPU 0
+    and every thread created later (MXNet's engine workers) inherits that mask.
+    The pool reads these variables once, at its first parallel call, so later
+    changes in the same process have no effect. Returns the thread count.
     """
+    if default_threads is None:
+        default_threads = len(os.sched_getaffinity(0))
     os.environ.setdefault("TVM_NUM_THREADS", str(int(default_threads)))
     os.environ.setdefault("TVM_BIND_THREADS", "0")
     return int(os.environ["TVM_NUM_THREADS"])
