@@ -11,8 +11,8 @@ warm-up; every MXNet/TVM variant is checked against MXNet's output):
 (c) LeNet, batch 1 and 64: MXNet hybridized vs compile_block (TVM or MXNet per
     segment, by measurement).
 PyTorch eager and torch.compile run the same programs when torch is installed
-(`make bench-extra`). TVM runs with TVM_NUM_THREADS=1 unless the environment says
-otherwise. Compile times are wall seconds of the variant's first call
+(`make bench-extra`). TVM runs a thread per available CPU unless TVM_NUM_THREADS
+says otherwise. Compile times are wall seconds of the variant's first call
 (compile_block: partition, compile, tuning and its own measurements). The TVM
 cache is a fresh temporary folder unless --cache-dir is given.
 """
@@ -24,7 +24,7 @@ import time
 
 from tvm_bridge.runtime import configure_threads
 
-configure_threads(1)  # before TVM's thread pool starts
+configure_threads()  # before TVM's thread pool starts
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402

@@ -5,6 +5,9 @@ import mxnet as mx
 from .transpiler import global_containers, global_state
 
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
+# Public attributes never branched on as values: child blocks (keyed by identity
+# below) and parameters (graph inputs).
+_SKIPPED_TYPES = (mx.gluon.Block, mx.gluon.Parameter)
 
 
 def _is_simple(value):
@@ -29,9 +32,9 @@ def _block_state(block):
     values = []
 
     def visit(node, path):
-        attributes = vars(node)
-        for name in sorted(name for name in attributes if name[0] != "_"):
-            value = attributes[name]
+        # Filtered before sorting: a Gluon block holds many private attributes.
+        for name, value in sorted((name, value) for name, value in vars(node).items()
+                                  if name[0] != "_" and not isinstance(value, _SKIPPED_TYPES)):
             if _is_simple(value):
                 values.append((path + name, value))
             elif isinstance(value, (list, dict, set)):
