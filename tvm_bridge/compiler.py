@@ -18,11 +18,11 @@ from tvm.s_tir import dlight, meta_schedule
 from . import cache
 from .batch_matmuls import batch_shared_matmuls
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
-from .schedule_rules import SpatialLanesReduction
+from .schedule_rules import SpatialLanesReduction, TiledTranspose
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 4
+PIPELINE_VERSION = 5
 
 
 def signature_of(mod):
@@ -71,7 +71,8 @@ def lower(fused, target, database=None):
         if database is not None:
             with database:
                 fused = relax.transform.MetaScheduleApplyDatabase()(fused)
-        fused = dlight.ApplyDefaultSchedule(SpatialLanesReduction(), dlight.cpu.Reduction())(fused)
+        fused = dlight.ApplyDefaultSchedule(SpatialLanesReduction(), TiledTranspose(),
+                                            dlight.cpu.Reduction())(fused)
         passes = cpu_generic.pipeline.dataflow_lower_passes(target)
         return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
 
