@@ -7,8 +7,9 @@ repeats after warm-up; every variant is checked against the imperative output):
    with --trials meta-schedule trials), the hand-unrolled HybridBlock
    (static_alloc + static_shape), PyTorch eager and torch.compile;
 2. MXNet's control-flow configuration: the same loop with LSTMCell hidden 512,
-   100 steps, batch 1 and 32 - dynamic on MXNet and on TVM, gluon.rnn.LSTM (the
-   fused oneDNN operator), PyTorch eager, torch.compile;
+   100 steps, batch 1 and 32 - dynamic on MXNet and on TVM (untuned, and tuned
+   with --config-trials trials when given), gluon.rnn.LSTM (the fused oneDNN
+   operator), PyTorch eager, torch.compile;
 3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc) vs
    tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
 PyTorch columns appear when torch is installed (`make bench-extra`). Compile
@@ -166,20 +167,23 @@ def small_lstm(args, cache_dir):
 def control_flow_config(args, cache_dir, batch):
     hidden, steps = 512, 100
     seq = mx.nd.random.normal(shape=(steps, batch, hidden))
-    nets = {name: Loop(gluon.rnn.LSTMCell(hidden, input_size=hidden))
-            for name in ("dynamic mxnet", "dynamic tvm")}
+    names = ["dynamic mxnet", "dynamic tvm"] + (["dynamic tvm tuned"] if args.config_trials else [])
+    nets = {name: Loop(gluon.rnn.LSTMCell(hidden, input_size=hidden)) for name in names}
     fused = gluon.rnn.LSTM(hidden, input_size=hidden)
     for net in list(nets.values()) + [fused]:
         net.initialize(mx.init.Xavier())
-    same_params(nets["dynamic mxnet"], nets["dynamic tvm"])
+    same_params(nets["dynamic mxnet"], *[nets[name] for name in names[1:]])
     nets["dynamic mxnet"].hybridize(dynamic=True)
     nets["dynamic tvm"].hybridize(dynamic=True, backend="tvm",
                                   backend_options={"cache_dir": cache_dir})
+    if args.config_trials:
+        nets["dynamic tvm tuned"].hybridize(dynamic=True, backend="tvm", backend_options={
+            "cache_dir": cache_dir, "tune": args.config_trials})
     fused.hybridize(static_alloc=True, static_shape=True)
     runs = {name: mx_runner(net, seq) for name, net in nets.items()}
     compile_s = {name: warm_dynamic(net, runs[name]) for name, net in nets.items()}
     runs["gluon.rnn.LSTM (fused)"] = mx_runner(fused, seq)
-    check_close(runs["dynamic mxnet"], runs["dynamic tvm"])
+    check_close(runs["dynamic mxnet"], *[runs[name] for name in names[1:]])
     extra, extra_compile = torch_variants(lambda: TorchLSTMLoop(hidden, with_head=False), seq)
     runs.update(extra)
     compile_s.update(extra_compile)
@@ -222,6 +226,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--trials", type=int, default=64, help="meta-schedule trials (tuned row)")
+    parser.add_argument("--config-trials", type=int, default=0,
+                        help="meta-schedule trials for a tuned row at hidden 512 (0: none)")
     parser.add_argument("--cache-dir", default=None, help="TVM cache (default: the user cache)")
     parser.add_argument("--only", choices=("small", "config", "lenet"), default=None)
     args = parser.parse_args()
