@@ -70,6 +70,11 @@ class Graph:
         node = self.nodes[ref[0]]
         return node.name if node.num_outputs == 1 else "%s[%d]" % (node.name, ref[1])
 
+    def holds_ops(self, ops):
+        """Whether a node of one of ``ops`` is in the graph or in a nested subgraph."""
+        return any(node.op in ops or any(g.holds_ops(ops) for g in node.subgraphs)
+                   for node in self.nodes)
+
     def consumers(self):
         """For each value ref, the indices of the nodes that read it."""
         readers = {}

@@ -7,6 +7,9 @@ of its own. Convertible nodes are grouped by *stage*: the number of MXNet
 segments on the longest path before them. Nodes of one stage form one TVM
 segment; since a path leaving a TVM segment through an MXNet node always
 reaches a later stage, no TVM segment both feeds and depends on an MXNet one.
+In a graph holding _cond/_while_loop, the outputs of MXNet nodes are typed by
+running the graph on example inputs (observed_types.py); a TVM segment lists
+the inputs so typed, to be checked at each call.
 """
 from dataclasses import dataclass
 
@@ -30,6 +33,7 @@ class Segment:
     outputs: list  # value refs that later segments or the graph heads read
     input_types: list  # a ValueType per input
     reasons: list  # why this segment's boundaries are where they are
+    observed_inputs: list  # positions of inputs typed by running the graph, not inferred
 
     @property
     def reason(self):
@@ -103,6 +107,7 @@ class _Analysis:
         self.types = {(graph.variable_index[name], 0): relax_type(vt, self.dim_vars)
                       for name, vt in env.input_types.items()}
         self.reasons = {}  # node index -> why it runs in MXNet
+        self.observed = set()  # values typed by running the graph on example inputs
         self.used = set(graph.consumers()) | set(graph.heads)
         self._mxnet_types = None
         for index, node in enumerate(graph.nodes):
@@ -132,6 +137,8 @@ class _Analysis:
                                       if not self.graph.nodes[r[0]].is_variable)
                 self._mxnet_types = self.env.mxnet_types(node_outputs)
             self.types[ref] = relax_type(self._mxnet_types[ref], self.dim_vars)
+            if self.env.types_by_running:
+                self.observed.add(ref)
         return self.types[ref]
 
     def input_type(self, ref):
@@ -179,11 +186,17 @@ def _segments(graph, groups, analysis):
             kind, reasons = TVM, [analysis.reasons[i] for i in sorted(neighbours)
                                   if i in analysis.reasons]
         segments.append(Segment(kind, nodes, inputs, outputs,
-                                [analysis.input_type(ref) for ref in inputs], reasons))
+                                [analysis.input_type(ref) for ref in inputs], reasons,
+                                [k for k, ref in enumerate(inputs) if ref in analysis.observed]))
     return segments
 
 
-def partition(graph, input_shapes, input_dtypes=None, symbolic_dims=None):
-    """Segments of ``graph`` in execution order (see the module docstring)."""
-    analysis = _Analysis(graph, ShapeEnv(graph, input_shapes, input_dtypes, symbolic_dims))
+def partition(graph, input_shapes, input_dtypes=None, symbolic_dims=None, example_inputs=None):
+    """Segments of ``graph`` in execution order (see the module docstring).
+
+    ``example_inputs`` ({input name: NDArray}) are needed for a graph holding
+    _cond/_while_loop: the values after them are typed by running it on them.
+    """
+    env = ShapeEnv(graph, input_shapes, input_dtypes, symbolic_dims, example_inputs)
+    analysis = _Analysis(graph, env)
     return _segments(graph, _group_nodes(graph, set(analysis.reasons)), analysis)

@@ -15,6 +15,13 @@ def export_plan(plan, prefix, data_names, returns_list, parameters_file):
     `returns_list` says whether the caller gets a list or a single array.
     """
     graph = plan.graph
+    checked = [number for number, step in enumerate(plan.steps)
+               if step.backend == "tvm" and step.segment.observed_inputs]
+    if checked and not plan.uses_whole_graph:
+        # deploy_loader has no whole graph to run a call whose checked types differ.
+        raise ValueError("the plan cannot be exported: TVM step(s) %s read values typed by "
+                         "running the graph (after _cond/_while_loop), which only the "
+                         "SegmentedGraph checks at each call" % checked)
     if plan.uses_whole_graph:
         steps = [{"backend": "mxnet", "ops": sum(not n.is_variable for n in graph.nodes),
                   "inputs": plan.symbol.list_inputs(),

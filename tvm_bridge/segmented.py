@@ -7,6 +7,12 @@ runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
 CachedOps. Finally the whole plan is timed against one CachedOp of the whole
 graph, and the faster of the two serves calls. Inference only: training keeps
 MXNet, whose backward TVM does not provide.
+
+A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
+found by running it on the example inputs (observed_types.py): a TVM segment
+reading such a value checks it at each call, and a call where one differs runs
+as one MXNet graph (counted in the report), never on code compiled for other
+shapes.
 """
 import time
 
@@ -16,6 +22,7 @@ import numpy as np
 from .compiler import compile_module
 from .graph import load_graph
 from .measure import median_time
+from .observed_types import UNINFERABLE_OPS, TypesChanged, checking_inputs
 from .partition import TVM, partition
 from .relax_builder import build_segment
 from .tuning import tune_module
@@ -84,16 +91,21 @@ class SegmentedGraph:
         self._checked = list(range(len(input_names)))
         self.check_inputs = True
         # static_shape lets MXNet plan memory once; MXNet re-plans on a new shape,
-        # which symbolic dims would make happen on every change of size.
-        self.static_shape = not symbolic_dims
+        # which symbolic dims would make happen on every change of size. MXNet
+        # 1.9.1 knows the output shapes of _cond/_while_loop only once they ran.
+        self.static_shape = not symbolic_dims and not graph.holds_ops(UNINFERABLE_OPS)
         self.symbol = symbol
+        segments = partition(graph, shapes, dtypes, symbolic_dims,
+                             example_inputs=dict(zip(input_names, example_inputs)))
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
-                      for segment in partition(graph, shapes, dtypes, symbolic_dims)]
+                      for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
         self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
         self.uses_whole_graph = False  # one CachedOp of the graph serves calls instead
+        # Calls run as one MXNet graph since a value typed by running differed.
+        self.types_changed_calls, self._types_changed_last = 0, []
         if choose_by_measurement:
             self._choose(list(example_inputs))
 
@@ -142,6 +154,16 @@ class SegmentedGraph:
             results = _as_list(call(*[arrays[k] for k in take]))
             return [results[k] for k in give]
 
+        segment = step.segment
+        if segment.observed_inputs:
+            names = segment.input_names(self.graph)
+            run_in_tvm = checking_inputs(run_in_tvm, {k: segment.input_types[k] for k in
+                                                      segment.observed_inputs}, names)
+            step.note = ("reads %s, typed by running the graph on the example inputs (MXNet "
+                         "cannot infer through %s): on TVM, checked at each call; a call "
+                         "where they differ runs as one MXNet graph" % (
+                             ", ".join(names[k] for k in segment.observed_inputs),
+                             "/".join(UNINFERABLE_OPS)))
         step.run_in_tvm, step.function = run_in_tvm, function
         step.input_order, step.output_order = input_order, output_order
         step.run, step.backend = run_in_tvm, "tvm"
@@ -203,7 +225,12 @@ class SegmentedGraph:
             want is None or want == got for want, got in zip(expected, shape))
 
     def _run_plan(self, arrays):
-        values = self._values(arrays)
+        try:
+            values = self._values(arrays)
+        except TypesChanged as change:
+            self.types_changed_calls += 1
+            self._types_changed_last = (self._types_changed_last + [str(change)])[-3:]
+            return self._run_whole(arrays)
         return [values[k] for k in self._heads]
 
     def _values(self, arrays):
@@ -224,11 +251,14 @@ class SegmentedGraph:
         graph's measured times (ms) and, per segment, its backend, op count, ops
         ({op: count}), times (ms) of each backend tried, compile and tuning
         seconds (0 when loaded from the cache; None when not done) and boundary
-        reasons."""
+        reasons; and the calls run as one MXNet graph because a value typed by
+        running differed (with the last reasons)."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "types_changed": {"calls": self.types_changed_calls,
+                              "last": list(self._types_changed_last)},
             "segments": [{"backend": step.backend, "convertible": step.segment.kind == TVM,
                           "ops": len(step.segment.nodes),
                           "op_names": _op_counts(self.graph, step.segment.nodes),

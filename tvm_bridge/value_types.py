@@ -4,13 +4,17 @@ A ``ValueType`` shape holds ints and, for symbolic dims, their names (str).
 Graph inputs get theirs from the caller (missing ones are completed by MXNet's
 shape/type inference); outputs of nodes that run in MXNet get theirs from
 MXNet's inference, run a second time with every symbolic dim changed to see
-which output dims follow it.
+which output dims follow it; in a graph holding _cond/_while_loop, which MXNet
+cannot infer through, from running the graph on example inputs instead
+(observed_types.py).
 """
 from collections import namedtuple
 
 import mxnet as mx
 import numpy as np
 from tvm import relax, tirx
+
+from .observed_types import UNINFERABLE_OPS, observe_types
 
 ValueType = namedtuple("ValueType", ["shape", "dtype"])
 
@@ -35,9 +39,15 @@ def _symbolic_names(graph, symbolic_dims):
 class ShapeEnv:
     """Types of the graph inputs, and MXNet's inference for node outputs."""
 
-    def __init__(self, graph, input_shapes, input_dtypes=None, symbolic_dims=None):
+    def __init__(self, graph, input_shapes, input_dtypes=None, symbolic_dims=None,
+                 example_inputs=None):
         self.graph = graph
         self.symbolic_dims = _symbolic_names(graph, symbolic_dims)
+        # Node outputs MXNet cannot infer are typed by running the graph on these.
+        self.types_by_running = graph.holds_ops(UNINFERABLE_OPS)
+        self._example_inputs = example_inputs or {}
+        if self.types_by_running:
+            self._check_runnable(input_shapes)
         unknown = sorted(set(input_shapes) - set(graph.variable_index))
         if unknown:
             raise ValueError("input_shapes names %s, not inputs of the graph (inputs: %s)" % (
@@ -56,6 +66,18 @@ class ShapeEnv:
             named = tuple(axes.get(k, d) for k, d in enumerate(shape))
             self.input_types[name] = ValueType(named, dtypes[name])
 
+    def _check_runnable(self, input_shapes):
+        if self.symbolic_dims:
+            raise ValueError("the graph holds %s, whose output shapes MXNet cannot infer: they "
+                             "are found by running it on example inputs, so its dims cannot be "
+                             "symbolic (symbolic_dims %s)" % ("/".join(UNINFERABLE_OPS),
+                                                             self.symbolic_dims))
+        # MXNet's _while_loop shape pass corrupts memory when input shapes are partly unknown.
+        missing = [name for name in self.graph.input_names if name not in input_shapes]
+        if missing:
+            raise ValueError("the graph holds %s: give the shape of every input (missing: %s)"
+                             % ("/".join(UNINFERABLE_OPS), ", ".join(missing)))
+
     def _example_shapes(self, input_shapes):
         """Concrete shapes for MXNet: symbolic dims given as None get an example size."""
         examples = {}
@@ -69,6 +91,9 @@ class ShapeEnv:
         return examples
 
     def _infer_input_shapes(self, shapes):
+        if self.types_by_running:  # every shape is given (_check_runnable): no pass to corrupt
+            return ([shapes[name] for name in self.graph.arg_names],
+                    [shapes[name] for name in self.graph.aux_names])
         symbol = self.graph.to_symbol()
         try:
             arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
@@ -110,9 +135,13 @@ class ShapeEnv:
         return values
 
     def mxnet_types(self, refs):
-        """ValueTypes of the given values, from MXNet's inference over the whole graph."""
+        """ValueTypes of the given values, from MXNet's inference over the whole graph
+        (or from running it, see types_by_running)."""
         if not refs:
             return {}
+        if self.types_by_running:
+            return {ref: ValueType(*pair) for ref, pair in
+                    observe_types(self.graph, refs, self._example_inputs).items()}
         symbol = self.graph.to_symbol(heads=refs)
         reachable = set(symbol.list_inputs())  # MXNet rejects keywords for other inputs
         first = _output_shapes(symbol, _only(self._examples, reachable), refs, self.graph)

@@ -342,6 +342,8 @@ class BlockRunner:
             values = results[position:position + count]
             setattr(owner, attr, values[0] if kind is mx.sym.Symbol else kind(values))
             position += count
+        if plan is None and self.tvm is not None:
+            self.tvm.after_mxnet_run(graph, inputs)
         return _regroup(results[:graph.num_outputs], graph.out_format)
 
     @staticmethod

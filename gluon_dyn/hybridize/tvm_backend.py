@@ -3,10 +3,13 @@
 A traced graph's inference calls (autograd not recording) run as a
 tvm_bridge.SegmentedGraph: the graph is split into segments TVM can compile and
 segments MXNet runs (the guards' asserts among them), each TVM segment kept only
-where it measured faster than MXNet. Plans are built from the first inference
-call with each set of input shapes (at most MAX_PLANS per graph). Training calls
-keep MXNet's CachedOp, and its backward. A graph TVM cannot serve runs in MXNet,
-with the reason in the block's report.
+where it measured faster than MXNet. A plan is built after the first inference
+call with each set of input shapes (at most MAX_PLANS per graph) has run in
+MXNet with every guard holding, from that call's inputs: building runs the
+graph on them (to type the values after _cond/_while_loop, and to time the
+segments), which must not fail a guard. Training calls keep MXNet's CachedOp,
+and its backward. A graph TVM cannot serve runs in MXNet, with the reason in
+the block's report.
 """
 import warnings
 
@@ -28,14 +31,17 @@ class TvmBackend:
         """The SegmentedGraph that runs `graph` on `inputs`, or None for MXNet."""
         if autograd.is_recording():
             return None
-        # A graph traced for exact shapes only ever sees those: one plan, no key.
-        shapes = None if graph.exact else tuple((array.shape, array.dtype) for array in inputs)
+        return graph.__dict__.get("tvm_plans", {}).get(_shapes_key(graph, inputs))
+
+    def after_mxnet_run(self, graph, inputs):
+        """`graph` ran in MXNet on `inputs` and its guards held: build the plan for
+        these input shapes, if none was tried yet."""
+        if autograd.is_recording():
+            return
+        key = _shapes_key(graph, inputs)
         plans = graph.__dict__.setdefault("tvm_plans", {})
-        if shapes not in plans:
-            if len(plans) >= MAX_PLANS:
-                return None
-            plans[shapes] = self._build(graph, inputs)
-        return plans[shapes]
+        if key not in plans and len(plans) < MAX_PLANS:
+            plans[key] = self._build(graph, inputs)
 
     def _build(self, graph, inputs):
         try:
@@ -56,3 +62,8 @@ class TvmBackend:
         return {"plans": [plan.report() for graph in graphs
                           for plan in graph.__dict__.get("tvm_plans", {}).values() if plan],
                 "failures": list(self.failures)}
+
+
+def _shapes_key(graph, inputs):
+    # A graph traced for exact shapes only ever sees those: one plan, no key.
+    return None if graph.exact else tuple((array.shape, array.dtype) for array in inputs)

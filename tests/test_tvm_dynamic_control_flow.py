@@ -1,0 +1,231 @@
+"""hybridize(dynamic=True, backend="tvm") on graphs that keep a `_while_loop` or
+`_cond` node: the node runs in MXNet as its own segment, the static work before
+and after it on TVM, typed by running the graph on the first call's inputs.
+Results must match the imperative block on every path; which backend measures
+faster is never asserted (the plans keep every segment TVM compiles)."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import gluon_dyn
+import tvm_helpers  # noqa: F401  (TVM's thread settings)
+from tvm_bridge import SegmentedGraph, compile_block, load_graph, partition
+from tvm_bridge import value_types
+
+STEPS, HIDDEN = 6, 8
+
+
+class LoopAfterLstm(gluon.Block):
+    """An unrolled LSTM, a refinement loop whose trip count is data, dense layers."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.cell = gluon.rnn.LSTMCell(HIDDEN, input_size=4)
+            self.hidden = gluon.nn.Dense(HIDDEN, in_units=HIDDEN, activation="relu")
+            self.out = gluon.nn.Dense(3, in_units=HIDDEN)
+
+    def forward(self, seq, budget):
+        state = [mx.nd.zeros((1, HIDDEN)), mx.nd.zeros((1, HIDDEN))]
+        for t in range(seq.shape[0]):
+            y, state = self.cell(seq[t], state)
+        while mx.nd.sum(budget) > 0:  # budget's two halves: one trip per unit
+            y = mx.nd.tanh(y) * 1.5
+            budget = budget - 0.5
+        return mx.nd.softmax(self.out(self.hidden(y)))
+
+
+class BranchBetweenDense(gluon.Block):
+    """Dense layers, a branch on the data between two more, a dense head."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.first = gluon.nn.Dense(HIDDEN, in_units=4, activation="tanh")
+            self.left = gluon.nn.Dense(HIDDEN, in_units=HIDDEN)
+            self.right = gluon.nn.Dense(HIDDEN, in_units=HIDDEN, activation="relu")
+            self.out = gluon.nn.Dense(3, in_units=HIDDEN)
+
+    def forward(self, x):
+        y = self.first(x)
+        if mx.nd.sum(y) > 0:
+            y = self.left(y)
+        else:
+            y = self.right(y) * 2
+        return self.out(y)
+
+
+def twins(cls, tmp_path, **hybridize_options):
+    """An imperative block and a copy with the same parameters, hybridized dynamic
+    on TVM."""
+    imperative, dynamic = cls(), cls()
+    imperative.initialize(mx.init.Uniform(0.5))
+    dynamic.initialize()
+    for a, b in zip(imperative.collect_params().values(), dynamic.collect_params().values()):
+        b.set_data(a.data())
+    dynamic.hybridize(dynamic=True, backend="tvm", backend_options={
+        "cache_dir": str(tmp_path), "choose_by_measurement": False}, **hybridize_options)
+    return imperative, dynamic
+
+
+def run_against_imperative(blocks, calls):
+    """Each call's arguments through both blocks, results compared; returns the
+    dynamic block's report."""
+    imperative, dynamic = blocks
+    for args in calls:
+        np.testing.assert_allclose(dynamic(*args).asnumpy(), imperative(*args).asnumpy(),
+                                   rtol=1e-5, atol=1e-5)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None
+    assert report["tvm"]["failures"] == []
+    return report
+
+
+def loop_calls(trips):
+    # Two elements: TVM's schedules fail on a sum over a single element (schedule_rules'
+    # TiledTranspose meets a 0-d result), which then runs in MXNet, noted.
+    rng = np.random.RandomState(0)
+    return [(mx.nd.array(rng.randn(STEPS, 1, 4)), mx.nd.array([count / 2, count / 2]))
+            for count in trips]
+
+
+def segments_around(plans, op):
+    """The segments of the first plan holding `op` (asserted to exist)."""
+    holding = [plan["segments"] for plan in plans
+               if any(op in segment["op_names"] for segment in plan["segments"])]
+    assert holding, "no plan has a segment with %s: %s" % (op, plans)
+    return holding[0]
+
+
+def assert_split_around(segments, op):
+    """`op` runs in MXNet alone; TVM runs a segment after it, on types found by running."""
+    (alone,) = [segment for segment in segments if op in segment["op_names"]]
+    assert alone["backend"] == "mxnet" and alone["op_names"] == {op: 1}
+    assert any("data-dependent control flow" in reason for reason in alone["reasons"])
+    after = segments[segments.index(alone) + 1:]
+    on_tvm = [segment for segment in after if segment["backend"] == "tvm"]
+    assert on_tvm, "nothing after %s runs on TVM: %s" % (op, segments)
+    assert any("typed by running the graph" in reason for segment in on_tvm
+               for reason in segment["reasons"])
+
+
+def test_an_unspeculated_while_loop_runs_in_mxnet_between_tvm_segments(tmp_path):
+    report = run_against_imperative(twins(LoopAfterLstm, tmp_path, speculate=False),
+                                    loop_calls([0, 2, 5, 1, 0, 3]))
+    segments = segments_around(report["tvm"]["plans"], "_while_loop")
+    assert_split_around(segments, "_while_loop")
+    before = segments[0]
+    assert before["backend"] == "tvm" and before["op_names"]["FullyConnected"] == 2 * STEPS
+
+
+def test_both_branches_of_an_unspeculated_cond(tmp_path):
+    rng = np.random.RandomState(1)
+    calls = [(mx.nd.array(rng.randn(2, 4) * scale),) for scale in (3, -3, -3, 3, 3, -3)]
+    report = run_against_imperative(twins(BranchBetweenDense, tmp_path, speculate=False), calls)
+    segments = segments_around(report["tvm"]["plans"], "_cond")
+    assert_split_around(segments, "_cond")
+    assert segments[0]["backend"] == "tvm"
+
+
+def test_guards_fail_under_the_plan_and_the_relaxed_loop_gets_one(tmp_path):
+    blocks = twins(LoopAfterLstm, tmp_path)
+    # Profiled trip counts of 2 make a speculated graph (the loop unrolled, guarded),
+    # whose plan is built after its first run and serves the next calls.
+    calls = loop_calls([2] * 6 + [4, 0, 2, 3])
+    report = run_against_imperative(blocks, calls[:6])
+    (speculated,) = report["tvm"]["plans"]
+    guards = [segment for segment in speculated["segments"]
+              if "gluon_dyn_assert" in segment["op_names"]]
+    assert guards and all(segment["backend"] == "mxnet" for segment in guards)
+    assert any(segment["backend"] == "tvm" for segment in speculated["segments"])
+    # A trip count of 4 fails a guard under the plan; the loop is then kept as a
+    # _while_loop, whose graph gets a plan of its own.
+    report = run_against_imperative(blocks, calls[6:])
+    assert report["guard_failures"] and report["not_speculated"]
+    assert_split_around(segments_around(report["tvm"]["plans"], "_while_loop"), "_while_loop")
+
+
+def while_loop_graph():
+    """x -> fc -> tanh repeated `n` times (data) -> fc: a symbol for SegmentedGraph."""
+    x, n = mx.sym.var("x"), mx.sym.var("n")
+    hidden = mx.sym.FullyConnected(x, num_hidden=4, name="fc_in")
+    _, (refined, _) = mx.sym.contrib.while_loop(
+        lambda h, i: i < n, lambda h, i: (None, (mx.sym.tanh(h) * 1.5, i + 1)),
+        [hidden, mx.sym.zeros((1,))], max_iterations=8, name="refine")
+    return mx.sym.FullyConnected(refined, num_hidden=2, name="fc_out")
+
+
+def while_loop_inputs(trips):
+    rng = np.random.RandomState(trips)
+    symbol = while_loop_graph()
+    shapes = {"x": (3, 5), "n": (1,), "fc_in_weight": (4, 5), "fc_in_bias": (4,),
+              "fc_out_weight": (2, 4), "fc_out_bias": (2,)}
+    return symbol, [mx.nd.array([trips]) if name == "n" else
+                    mx.nd.array(rng.uniform(-1, 1, shapes[name]))
+                    for name in symbol.list_inputs()]
+
+
+def mxnet_outputs(symbol, arrays):
+    return mx.nd.CachedOp(symbol)(*arrays).asnumpy()
+
+
+def test_a_call_whose_typed_values_differ_runs_as_one_mxnet_graph(tmp_path, monkeypatch):
+    observe = value_types.observe_types
+
+    def observed_wrongly(graph, refs, example_inputs):
+        return {ref: ((shape[0] + 1,) + shape[1:], dtype) if graph.nodes[ref[0]].op ==
+                "_while_loop" else (shape, dtype)
+                for ref, (shape, dtype) in observe(graph, refs, example_inputs).items()}
+
+    monkeypatch.setattr(value_types, "observe_types", observed_wrongly)
+    symbol, arrays = while_loop_inputs(2)
+    plan = SegmentedGraph(symbol, symbol.list_inputs(), arrays, cache_dir=str(tmp_path),
+                          choose_by_measurement=False)
+    assert [segment["backend"] for segment in plan.report()["segments"]] == [
+        "tvm", "mxnet", "tvm"]
+    for trips in (2, 5):
+        symbol, arrays = while_loop_inputs(trips)
+        np.testing.assert_allclose(plan(*arrays)[0].asnumpy(), mxnet_outputs(symbol, arrays),
+                                   rtol=1e-5, atol=1e-5)
+    changed = plan.report()["types_changed"]
+    assert changed["calls"] == 2 and "compiled for (4, 4)" in changed["last"][-1]
+
+
+def test_a_plan_around_a_while_loop_matches_mxnet(tmp_path):
+    symbol, arrays = while_loop_inputs(2)
+    plan = SegmentedGraph(symbol, symbol.list_inputs(), arrays, cache_dir=str(tmp_path),
+                          choose_by_measurement=False)
+    for trips in (0, 3, 8):
+        symbol, arrays = while_loop_inputs(trips)
+        np.testing.assert_allclose(plan(*arrays)[0].asnumpy(), mxnet_outputs(symbol, arrays),
+                                   rtol=1e-5, atol=1e-5)
+    assert plan.report()["types_changed"]["calls"] == 0
+
+
+def test_what_typing_by_running_cannot_do_is_refused_clearly(tmp_path):
+    symbol, arrays = while_loop_inputs(2)
+    shapes = {name: array.shape for name, array in zip(symbol.list_inputs(), arrays)}
+    with pytest.raises(ValueError, match="cannot be symbolic"):
+        SegmentedGraph(symbol, symbol.list_inputs(), arrays, symbolic_dims={"x": {0: "batch"}})
+    with pytest.raises(ValueError, match=r"example arrays for every input \(missing: x, fc_in_weight"):
+        partition(load_graph(symbol), shapes)
+    with pytest.raises(ValueError, match=r"give the shape of every input \(missing: fc_in_"):
+        partition(load_graph(symbol), {"x": (3, 5), "n": (1,)})
+
+
+class LoopBlock(gluon.HybridBlock):
+    def hybrid_forward(self, F, x, n):
+        _, (refined, _) = F.contrib.while_loop(
+            lambda h, i: i < n, lambda h, i: (None, (F.tanh(h) * 1.5, i + 1)),
+            [F.tanh(x) * 2, F.zeros((1,))], max_iterations=4)
+        return F.relu(refined) + 1
+
+
+def test_exporting_a_plan_that_checks_typed_values_is_refused(tmp_path):
+    block = LoopBlock()
+    x, n = mx.nd.ones((2, 3)), mx.nd.array([2])
+    compiled = compile_block(block, x, n, cache_dir=str(tmp_path), choose_by_measurement=False)
+    np.testing.assert_allclose(compiled(x, n).asnumpy(), block(x, n).asnumpy(), rtol=1e-5)
+    with pytest.raises(ValueError, match="cannot be exported: TVM step"):
+        compiled.export(str(tmp_path / "loop"))
