@@ -10,8 +10,8 @@ from tvm_bridge import compiler, schedule_rules
 from tvm_bridge.schedule_rules import SpatialLanesReduction, TiledTranspose
 
 
-def _kernel(build, *shapes):
-    """The one PrimFunc TVM's fusion makes of `build(*params)`."""
+def _kernels(build, *shapes):
+    """The PrimFuncs TVM's fusion makes of `build(*params)`."""
     params = [relax.Var("p%d" % k, relax.TensorType(shape, "float32"))
               for k, shape in enumerate(shapes)]
     bb = relax.BlockBuilder()
@@ -20,7 +20,11 @@ def _kernel(build, *shapes):
             out = bb.emit_output(build(*params))
         bb.emit_func_output(out)
     fused = compiler.fuse(bb.get(), compiler.host_target())
-    (kernel,) = [f for gv, f in fused.functions.items() if gv.name_hint != "main"]
+    return [f for gv, f in fused.functions.items() if gv.name_hint != "main"]
+
+
+def _kernel(build, *shapes):
+    (kernel,) = _kernels(build, *shapes)
     return kernel
 
 
@@ -57,3 +61,6 @@ def test_a_transpose_is_tiled_and_an_elementwise_kernel_is_not_taken():
     w = np.random.uniform(-1, 1, (64, 48)).astype("float32")
     np.testing.assert_array_equal(_run(transpose, w, out_shape=(48, 64)), w.T)
     assert TiledTranspose().apply(_kernel(R.tanh, (64, 48)), target, False) is None
+    # A 0-d result (`sum(x) > 0`, a while loop's condition) has no axes to tile.
+    for kernel in _kernels(lambda x: R.greater(R.sum(x), relax.const(0.0, "float32")), (1,)):
+        assert TiledTranspose().apply(kernel, target, False) is None

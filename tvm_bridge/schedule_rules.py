@@ -131,8 +131,10 @@ class TiledTranspose(CPUScheduleRule):
         block = infos[0].block_rv
         statement = sch.get(block)
         loops = sch.get_loops(block)
+        if len(loops) < 2 or not statement.writes[0].region:  # a 0-d output has no axes
+            return None
         innermost = statement.writes[0].region[-1].min
-        if len(loops) < 2 or not isinstance(innermost, tirx.Var) or not any(
+        if not isinstance(innermost, tirx.Var) or not any(
                 isinstance(read.region[-1].min, tirx.Var) and
                 not read.region[-1].min.same_as(innermost) for read in statement.reads):
             return None
