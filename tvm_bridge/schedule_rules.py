@@ -46,7 +46,7 @@ def _work(sch, loops):
     return work
 
 
-def _block(extent, choices):
+def _first_divisor(extent, choices):
     """The first of `choices` dividing `extent` (a static int), else 1."""
     return next((n for n in choices if isinstance(extent, int) and extent % n == 0), 1)
 
@@ -83,8 +83,8 @@ class SpatialLanesReduction(CPUScheduleRule):
         # Several independent accumulators per tile (a few rows times a few lane
         # vectors): one accumulator is a chain of dependent FMAs, bound by their
         # latency; rows also share each weight vector loaded.
-        rows = _block(get_extent(sch, spatial[-2]), ROW_BLOCKS) if num_spatial > 1 else 1
-        columns = _block(inner_extent // lanes,
+        rows = _first_divisor(get_extent(sch, spatial[-2]), ROW_BLOCKS) if num_spatial > 1 else 1
+        columns = _first_divisor(inner_extent // lanes,
                          [n for n in COLUMN_BLOCKS if rows * n <= _accumulators(target)])
         tile, column, lane = sch.split(spatial[-1], factors=[None, columns, lanes])
         if rows > 1:
@@ -118,8 +118,8 @@ class SpatialLanesReduction(CPUScheduleRule):
 class TiledTranspose(CPUScheduleRule):
     """A copy that reads its input in another axis order (a transposed weight):
     walked in square tiles, so the strided reads stay within a few cache lines.
-    Untiled, LLVM's loop reads one element per cache line: 6 ms for a 2048x512
-    weight, transposed on every call since weights are inputs."""
+    Untiled, LLVM's loop reads one element per cache line: 5.5 ms for a 2048x512
+    weight (0.5 ms tiled), transposed on every call since weights are inputs."""
 
     def apply(self, func, target, _tunable):
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
