@@ -18,7 +18,8 @@ def measure_here(trials, repeats):
     sys.path.insert(0, REPO)
     sys.path.insert(0, os.path.join(REPO, "tests"))
     # pylint: disable=import-outside-toplevel
-    from tvm_bridge import compiler, measure, sample_modules, tuning
+    from tvm_bridge import compiler, sample_modules, tuning
+    from gluon_dyn import measure
     from tvm_runtime_helpers import random_inputs
 
     mod = sample_modules.lstm(steps=50, batch=1, in_dim=64, hidden=64)

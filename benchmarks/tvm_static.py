@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 from mxnet import gluon  # noqa: E402
 
 import tvm_bridge  # noqa: E402
-from tvm_bridge.measure import median_time  # noqa: E402
+from gluon_dyn.measure import median_time  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from small_lstm import UnrolledLSTM  # noqa: E402

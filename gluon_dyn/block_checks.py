@@ -8,6 +8,7 @@ import functools
 from mxnet import gluon
 from mxnet.gluon.block import _flatten
 
+from .graph_json import holds_ops
 from .ops.check import check_cond_branches
 
 
@@ -16,7 +17,7 @@ def _check_after_build(build_cache):
     def wrapper(self, *args):
         build_cache(self, *args)
         data, out = self._cached_graph
-        if '"_cond"' not in out.tojson():
+        if not holds_ops(out, ("_cond",)):
             return
         flat_args, _ = _flatten(args, "input")
         shapes, dtypes = {}, {}

@@ -13,10 +13,19 @@ def load_symbol(graph):
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
 
 
-def has_ops(symbol, ops):
-    """Whether the graph of `symbol` contains a node of one of `ops` (not looking
-    inside subgraphs)."""
-    return any(node["op"] in ops for node in json.loads(symbol.tojson())["nodes"])
+# MXNet 1.9.1 knows the output shapes of these nodes only once they ran: it has
+# no shape inference for them (and its _while_loop shape pass corrupts memory
+# when its inputs' shapes are partly unknown).
+UNINFERABLE_OPS = ("_cond", "_while_loop")
+
+
+def holds_ops(graph, ops, nested=True):
+    """Whether `graph` (a Symbol or a JSON dict) has a node of one of `ops`, inside
+    control-flow subgraphs too unless `nested` is False."""
+    nodes = (json.loads(graph.tojson()) if isinstance(graph, mx.sym.Symbol) else graph)["nodes"]
+    return any(node["op"] in ops or (nested and any(holds_ops(sub, ops)
+                                                    for sub in node.get("subgraphs", ())))
+               for node in nodes)
 
 
 def cut_at_outputs(symbol, outputs):

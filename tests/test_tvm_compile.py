@@ -2,7 +2,8 @@
 import pytest
 from tvm import relax
 
-from tvm_bridge import cache, compiler, measure, sample_modules
+from gluon_dyn import measure
+from tvm_bridge import cache, compiler, sample_modules
 from tvm_runtime_helpers import run_python
 
 SECOND_PROCESS = """

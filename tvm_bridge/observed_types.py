@@ -1,16 +1,13 @@
 """Types of values MXNet cannot infer, found by running the graph; checked per call.
 
-MXNet 1.9.1 infers no shapes through _cond and _while_loop (and its _while_loop
-shape pass corrupts memory when its inputs' shapes are partly unknown), so for
-a graph holding them the partitioner takes the types of node outputs from one
+MXNet 1.9.1 infers no shapes through UNINFERABLE_OPS, so for a graph holding them the partitioner takes the types of node outputs from one
 run of the graph on the example inputs. Those are the types at those inputs
 only: a TVM segment reading such a value checks it at each call, and the plan
 runs a call whose values differ as one MXNet graph.
 """
 import mxnet as mx
 import numpy as np
-
-UNINFERABLE_OPS = ("_cond", "_while_loop")
+from gluon_dyn.graph_json import UNINFERABLE_OPS
 
 
 class TypesChanged(Exception):

@@ -18,11 +18,12 @@ import time
 
 import mxnet as mx
 import numpy as np
+from gluon_dyn.graph_json import UNINFERABLE_OPS
+from gluon_dyn.measure import median_time
 
 from .compiler import compile_module
 from .graph import load_graph
-from .measure import median_time
-from .observed_types import UNINFERABLE_OPS, TypesChanged, checking_inputs
+from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
 from .relax_builder import build_segment
 from .tuning import tune_module

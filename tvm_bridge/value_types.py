@@ -14,7 +14,9 @@ import mxnet as mx
 import numpy as np
 from tvm import relax, tirx
 
-from .observed_types import UNINFERABLE_OPS, observe_types
+from gluon_dyn.graph_json import UNINFERABLE_OPS
+
+from .observed_types import observe_types
 
 ValueType = namedtuple("ValueType", ["shape", "dtype"])
 

@@ -18,7 +18,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
-from .. import native
+from .. import graph_json, native
 from . import arguments, speculation, tracing
 from .python_state import (as_list, changed_values, container_contents, holding_symbols, like,
                            owner_of, public_attributes, python_state, restore, restore_contents,
@@ -473,8 +473,7 @@ def _cached_op_flags(graph, exact):
     input shapes (`exact`) and holds no _cond/_while_loop node, whose output shapes
     MXNet 1.9.1 knows only once it has run."""
     flags = [("static_alloc", True)]
-    text = graph.tojson()
-    if exact and '"_cond"' not in text and '"_while_loop"' not in text:
+    if exact and not graph_json.holds_ops(graph, graph_json.UNINFERABLE_OPS):
         flags.append(("static_shape", True))
     return flags
 

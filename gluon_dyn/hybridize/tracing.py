@@ -18,9 +18,6 @@ class FallbackRequired(Exception):
         self.location = location
 
 
-UNINFERABLE_OPS = ("_cond", "_while_loop")
-
-
 class Trace:
     """The graph inputs' shapes, and arrays from outside captured as inputs by identity."""
 
@@ -74,9 +71,7 @@ class Trace:
         if self.control_flow_shapes:
             inferable, cut_shapes = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
             known.update(cut_shapes)
-        if graph_json.has_ops(inferable, UNINFERABLE_OPS):
-            # MXNet 1.9.1 cannot infer through them, and its _while_loop shape
-            # pass corrupts memory when its inputs' shapes are partly unknown.
+        if graph_json.holds_ops(inferable, graph_json.UNINFERABLE_OPS, nested=False):
             raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
                                  "on a graph loop or branch)" % symbol.name)
         needed = set(inferable.list_inputs())

@@ -11,7 +11,7 @@ import json
 import mxnet as mx
 import numpy as np
 
-from ..graph_json import load_symbol
+from ..graph_json import holds_ops, load_symbol
 from .structure import ControlFlowError
 
 SOURCE_ATTR = "__gluon_dyn_source__"
@@ -42,7 +42,7 @@ def _entry_attrs(entries, shapes, dtypes):
 
 def _check_graph(graph, shapes, dtypes):
     nodes = graph["nodes"]
-    if '"_cond"' not in json.dumps(nodes):
+    if not holds_ops(graph, ("_cond",)):
         return
     internals = load_symbol(graph).get_internals()
     row = graph["node_row_ptr"]

@@ -1,6 +1,18 @@
-"""Timing variants against each other on a noisy machine."""
+"""Timing code on a noisy machine: every measurement that chooses between
+implementations (a graph or the forward as written, a TVM segment or MXNet)
+goes through here."""
 import statistics
 import time
+
+import mxnet as mx
+
+
+def timed_ms(run):
+    """(run(), milliseconds until MXNet has finished all the work it started)."""
+    start = time.perf_counter()
+    result = run()
+    mx.nd.waitall()
+    return result, (time.perf_counter() - start) * 1000
 
 
 def median_time(variants, warmup=3, repeats=20):
