@@ -4,12 +4,11 @@
 training (see ops/while_loop.py); they compute the identity. Export removes them,
 inside nested control-flow subgraphs too, so an exported model needs neither
 gluon_dyn nor its C++ library; gluon_dyn's own node attributes (source lines)
-are dropped as well. `HybridBlock.export` is wrapped to do this.
+are dropped as well. patches.py wraps `HybridBlock.export` with
+`export_without_training_ops`.
 """
 import functools
 import json
-
-from mxnet import gluon
 
 from .graph_json import load_symbol
 
@@ -98,15 +97,12 @@ def strip_symbol_file(path):
         json.dump(strip_training_ops(graph), f, indent=2)
 
 
-def _export_without_training_ops(export):
+def export_without_training_ops(export):
+    """MXNet's export, then the training-only nodes removed from the symbol file."""
     @functools.wraps(export)
     def wrapper(self, path, epoch=0, remove_amp_cast=True):
         result = export(self, path, epoch, remove_amp_cast)
         strip_symbol_file("%s-symbol.json" % path)
         return result
-    wrapper.gluon_dyn_wrapped = True
     return wrapper
 
-
-if not getattr(gluon.HybridBlock.export, "gluon_dyn_wrapped", False):
-    gluon.HybridBlock.export = _export_without_training_ops(gluon.HybridBlock.export)

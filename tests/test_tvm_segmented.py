@@ -154,5 +154,5 @@ def test_a_graph_loop_runs_in_mxnet_between_the_plan_segments(tmp_path, monkeypa
 
 
 def test_unknown_backend_is_an_error():
-    with pytest.raises(ValueError, match="backend is 'mxnet' or 'tvm'"):
+    with pytest.raises(ValueError, match="backend is one of 'mxnet', 'tvm'"):
         Tagger().hybridize(dynamic=True, backend="cuda")

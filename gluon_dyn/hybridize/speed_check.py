@@ -9,11 +9,11 @@ faster, the block runs as Python from then on (the report says so, with both
 times).
 """
 import statistics
-import time
 
-import mxnet as mx
+from ..measure import timed_ms
 
 SAMPLES = 5  # timed calls of each kind
+GRAPH, PYTHON = "graph", "python"
 # hybridize(dynamic=True, check_speed=None) means this; tests of the graph
 # machinery turn it off so that tiny programs keep their graphs.
 ENABLED_BY_DEFAULT = True
@@ -21,28 +21,27 @@ ENABLED_BY_DEFAULT = True
 
 class SpeedCheck:
     def __init__(self, enabled=None):
-        self.times = {"graph": [], "python": []}
+        self.times = {GRAPH: [], PYTHON: []}
         self.done = not (ENABLED_BY_DEFAULT if enabled is None else enabled)
 
     def next_variant(self):
-        """"graph" or "python" for a call to be timed, None once the check is over."""
+        """GRAPH or PYTHON for a call to be timed, None once the check is over."""
         if self.done:
             return None
-        return "graph" if len(self.times["graph"]) <= len(self.times["python"]) else "python"
+        return GRAPH if len(self.times[GRAPH]) <= len(self.times[PYTHON]) else PYTHON
 
     def timed(self, variant, run):
         """run(), timed until MXNet has finished all its work."""
-        start = time.perf_counter()
-        result = run()
-        mx.nd.waitall()
-        self.times[variant].append((time.perf_counter() - start) * 1000)
-        self.done = len(self.times["python"]) >= SAMPLES
+        result, ms = timed_ms(run)
+        self.times[variant].append(ms)
+        self.done = len(self.times[PYTHON]) >= SAMPLES
         return result
 
     def graph_is_slower(self):
-        if not self.done or not self.times["python"]:
+        if not self.done or not self.times[PYTHON]:
             return False
-        return self.medians()["graph"] > self.medians()["python"]
+        medians = self.medians()
+        return medians[GRAPH] > medians[PYTHON]
 
     def medians(self):
         return {variant: statistics.median(times) for variant, times in self.times.items() if times}

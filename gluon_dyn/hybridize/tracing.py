@@ -5,6 +5,7 @@ import threading
 import mxnet as mx
 
 from .. import graph_json
+from . import fates
 
 _local = threading.local()
 
@@ -27,18 +28,18 @@ class Trace:
         self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
         # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
         self.ndarray_code = ndarray_code
-        self.statements = {}        # "file:line" -> (statement, what it became)
+        self.statements = {}        # "file:line" -> fates.Fate
         self.profile = None         # a speculation.Profile to speculate from, if any
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
-        self.guards = []            # speculation.Guard, checked in the graph
+        self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
 
-    def record(self, location, statement, fate):
+    def record(self, location, fate):
         """Note what a converted statement became in this trace."""
-        self.statements[location] = (statement, fate)
+        self.statements[location] = fate
 
     def capture(self, array):
         if id(array) not in self.captured:
@@ -111,19 +112,23 @@ class ReadShape(tuple):
     del _name, _everything
 
 
-def _symbol_shape(symbol):
-    # Code written for NDArrays reads `.shape`; while tracing, the graph is
-    # specialised to its input shapes, so a Symbol's shape is known.
+def symbol_shape(symbol):
+    """`Symbol.shape` (patches.py): code written for NDArrays reads `.shape`; while
+    tracing, the graph is specialised to its input shapes, so a Symbol's shape is known."""
     trace = current()
     if trace is None:
         raise AttributeError("'Symbol' object has no attribute 'shape'")
     return trace.shape_of(symbol)
 
 
-mx.sym.Symbol.shape = property(_symbol_shape)
-# `x.detach()` (state kept across calls, truncated backpropagation) on a traced value.
-mx.sym.Symbol.detach = lambda symbol: mx.sym.BlockGrad(symbol)
-mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
+def symbol_ndim(symbol):
+    """`Symbol.ndim` (patches.py), as symbol_shape."""
+    return len(symbol_shape(symbol))
+
+
+def symbol_detach(symbol):
+    """`Symbol.detach()` (patches.py): state kept across calls, truncated backpropagation."""
+    return mx.sym.BlockGrad(symbol)
 
 
 def current():
@@ -161,10 +166,11 @@ def add_guard(guard):
     current().guards.append(guard)
 
 
-def record(location, statement, fate):
+def record(location, statement, became, detail):
+    """Note, when a trace is in progress, what the statement at `location` became."""
     trace = current()
     if trace is not None:
-        trace.record(location, statement, fate)
+        trace.record(location, fates.Fate(statement, became, detail))
 
 
 class tracing:

@@ -8,7 +8,7 @@ import operator
 
 import mxnet as mx
 
-from .subscripts import is_symbol
+from .values import is_symbol
 
 _PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,

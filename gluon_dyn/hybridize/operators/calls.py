@@ -13,7 +13,7 @@ from malt.operators import variables
 from ... import ops
 from .. import tracing
 from ...origin import caller_location
-from .control_flow import TensorRange
+from .loops import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
                (mx.nd.linalg, mx.sym.linalg), (mx.nd.op, mx.sym.op), (mx.nd.sparse, mx.sym.sparse)]

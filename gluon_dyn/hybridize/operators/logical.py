@@ -2,7 +2,7 @@
 import mxnet as mx
 from malt.operators import logical as python_logical
 
-from .control_flow import is_symbol
+from .values import is_symbol
 
 
 def not_(a):

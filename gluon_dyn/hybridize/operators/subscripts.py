@@ -7,10 +7,7 @@ an output.
 import mxnet as mx
 
 from .. import tracing
-
-
-def is_symbol(value):
-    return isinstance(value, mx.sym.Symbol)
+from .values import is_symbol
 
 
 def get_item(target, key):

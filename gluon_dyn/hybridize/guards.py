@@ -1,0 +1,52 @@
+"""Guards: the assumptions a speculated graph was built on, checked by position.
+
+Each guard contributes one element to the graph's last output, the guard vector:
+1 where the assumption held in this run, 0 where it failed. The executor reads
+that vector after a run and names the failed guards by their positions in it,
+so a failure never depends on an error message.
+"""
+import dataclasses
+
+import mxnet as mx
+
+
+@dataclasses.dataclass
+class Guard:
+    """One assumption made at `location`: `holds` is a one-element Symbol, nonzero
+    exactly when the assumption held in the run."""
+    location: str
+    holds: mx.sym.Symbol
+    failure: str          # what the user reads when it fails
+
+    def __str__(self):
+        return self.failure
+
+
+def branch_guard(location, predicate, assumed):
+    """The `if` at `location` takes the branch `assumed` (True: then)."""
+    taken = _truth(predicate)
+    return Guard(location, taken if assumed else mx.sym.logical_not(taken),
+                 "branch at %s went %s, assumed %s" % (location, "else" if assumed else "then",
+                                                      "then" if assumed else "else"))
+
+
+def loop_test_guard(location, test, expected, trips):
+    """The loop test at `location` is `expected` at this point of an unrolled loop of `trips`."""
+    result = _truth(test)
+    return Guard(location, result if expected else mx.sym.logical_not(result),
+                 "loop at %s: trip count differs from %d" % (location, trips))
+
+
+def guard_vector(guards):
+    """The graph output holding every guard's result, in order (float32, one per guard)."""
+    return mx.sym.concat(*[mx.sym.cast(mx.sym.reshape(g.holds, shape=(1,)), dtype="float32")
+                           for g in guards], dim=0)
+
+
+def failed(guards, vector):
+    """The guards whose element of `vector` (a NumPy array read from the run) is 0."""
+    return [guard for guard, held in zip(guards, vector) if not held]
+
+
+def _truth(value):
+    return mx.sym.broadcast_not_equal(value, mx.sym.zeros((1,)))

@@ -1,0 +1,55 @@
+"""Every change gluon_dyn makes to MXNet and malt at import, and why. Applied once
+per process by `import gluon_dyn` (re-importing changes nothing).
+
+MXNet Gluon:
+- `Block.hybridize`, `HybridBlock.hybridize`: take `dynamic=True` and the options
+  of the dynamic mode (hybridize/dynamic.py); without it they are MXNet's own.
+- `HybridBlock.export`: removes gluon_dyn's training-only nodes from the written
+  graph, so exported models need neither gluon_dyn nor its C++ library (export.py).
+- `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
+  the input shapes are first known, naming the cond's file:line (block_checks.py).
+- `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
+  shapes and detaches state; while a forward is traced on Symbols these answer as
+  NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+
+malt (diastatic-malt, AutoGraph's standalone fork):
+- its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
+  replaced by gluon_dyn's (hybridize/operators/), which build graph operators for
+  tensor predicates and keep Python semantics otherwise;
+- its conversion rules leave MXNet and gluon_dyn unconverted, and its module-level
+  transpiler, which converts callees recursively, becomes gluon_dyn's
+  (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own).
+"""
+import malt.operators
+import mxnet as mx
+from malt.core import config
+from malt.impl import api
+from mxnet import gluon
+
+from . import block_checks, export
+from .hybridize import dynamic, operators, tracing, transpiler
+
+_APPLIED = "__gluon_dyn_patched__"
+
+
+def _wrap(owner, name, wrapper):
+    original = getattr(owner, name)
+    if not getattr(original, _APPLIED, False):
+        wrapped = wrapper(original)
+        setattr(wrapped, _APPLIED, True)
+        setattr(owner, name, wrapped)
+
+
+def apply():
+    for block_class in (gluon.Block, gluon.HybridBlock):
+        _wrap(block_class, "hybridize", dynamic.with_dynamic)
+    _wrap(gluon.HybridBlock, "export", export.export_without_training_ops)
+    _wrap(gluon.HybridBlock, "_build_cache", block_checks.check_after_build)
+    mx.sym.Symbol.shape = property(tracing.symbol_shape)
+    mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
+    mx.sym.Symbol.detach = tracing.symbol_detach
+    for name, operator in operators.OVERRIDES.items():
+        setattr(malt.operators, name, operator)
+    if not isinstance(api._TRANSPILER, transpiler.Transpiler):
+        config.CONVERSION_RULES = transpiler.CONVERSION_RULES + tuple(config.CONVERSION_RULES)
+        api._TRANSPILER = transpiler.Transpiler()
