@@ -20,12 +20,12 @@ def test_the_check_times_both_and_results_stay_right(monkeypatch):
         np.testing.assert_allclose(dynamic(*args).asnumpy(), imperative(*args).asnumpy(),
                                    rtol=1e-5)
     report = gluon_dyn.hybridize.report(dynamic)
-    medians = report["speed_check_ms"]
-    assert set(medians) == {"graph", "python"}
-    if medians["graph"] > medians["python"]:
-        assert "measured slower" in report["fallback"]
+    check = report["speed_check"]
+    assert check["graph_ms"] and check["python_ms"]
+    if check["graph_ms"] > check["python_ms"]:
+        assert "measured slower" in report["fallback"] and check["state"] == "graph dropped (slower)"
     else:
-        assert report["fallback"] is None
+        assert report["fallback"] is None and check["state"] == "graph kept (faster)"
 
 
 def check_with_times(graph_ms, python_ms):

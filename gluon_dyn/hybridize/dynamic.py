@@ -55,8 +55,9 @@ def report(block):
     (speculative assumptions that failed), "statements" ({"file:line": "if: cond
     (graph)", ...}: what each converted statement became), "not_speculated"
     (locations whose assumptions kept failing, so no longer made), "cache_misses"
-    (why recent calls needed a new graph) and "speed_check_ms" (median times of the
-    graph and of the forward as written, from the calls that compared them: with
-    check_speed, the default, a graph slower than Python is dropped).
+    (why recent calls needed a new graph) and "speed_check" (with check_speed, the
+    default, a graph slower than Python is dropped: the check's state and the median
+    milliseconds of the graph and of the forward as written, from the calls that
+    compared them).
     """
     return runner_of(block).report()

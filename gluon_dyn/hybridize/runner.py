@@ -172,7 +172,7 @@ class BlockRunner:
                 "internal_errors": list(self.internal_errors),
                 "calls": self.calls.report(),
                 "guard_failures": list(self.guard_failures),
-                "speed_check_ms": self.speed_check.medians(),
+                "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.last_guard_failure[where])

@@ -45,3 +45,15 @@ class SpeedCheck:
 
     def medians(self):
         return {variant: statistics.median(times) for variant, times in self.times.items() if times}
+
+    def report(self):
+        """The check's state and the median milliseconds behind it."""
+        medians = self.medians()
+        if not self.times[PYTHON] and self.done:
+            state = "off"
+        elif not self.done:
+            state = "in progress (%d of %d calls of each kind timed)" % (
+                len(self.times[PYTHON]), SAMPLES)
+        else:
+            state = "graph dropped (slower)" if self.graph_is_slower() else "graph kept (faster)"
+        return {"state": state, "graph_ms": medians.get(GRAPH), "python_ms": medians.get(PYTHON)}

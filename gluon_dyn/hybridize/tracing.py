@@ -76,8 +76,13 @@ class Trace:
             raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
                                  "on a graph loop or branch)" % symbol.name)
         needed = set(inferable.list_inputs())
-        _, shapes, _ = inferable.infer_shape_partial(
-            **{name: shape for name, shape in known.items() if name in needed})
+        try:
+            _, shapes, _ = inferable.infer_shape_partial(
+                **{name: shape for name, shape in known.items() if name in needed})
+        except mx.base.MXNetError:
+            # Some shape functions reject inputs of unknown rank (`take` on a loop
+            # body's placeholder) instead of leaving the output unknown.
+            shapes = []
         if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
             raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
         return tuple(shapes[0])

@@ -34,7 +34,10 @@ def while_stmt(test, body, get_state, set_state, symbol_names, opts):
         if is_symbol(result):
             trips = tracing.speculate("trip_count", where) if not iterations else None
             if trips is not None:
-                return speculated.unrolled_loop(where, trips, result, test, body)
+                if not speculated.unrolled_loop(where, trips, result, test, body):
+                    return
+                iterations += trips    # a Python test still true: the loop goes on
+                continue
             tracing.record(where, Statement.WHILE, Became.GRAPH_OPERATOR,
                            "while_loop (graph) after %d Python iterations" % iterations
                            if iterations else "while_loop (graph)")
