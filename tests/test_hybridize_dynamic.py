@@ -60,6 +60,7 @@ def test_flag_and_training_mode_switching_between_calls(data):
             got = block(x)
             expected = reference(block, x)
         np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6)
+        assert gluon_dyn.hybridize.report(block)["calls"]["last"] == "graph"
     report = gluon_dyn.hybridize.report(block)
     assert report["cached_graphs"] == report["traces"] == 4  # one graph per combination, reused
     assert report["fallback"] is None

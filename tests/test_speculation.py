@@ -65,6 +65,7 @@ def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
         assert_same(run(dynamic, 2), run(imperative, 2))
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["traces"] == 1 and report["guard_failures"] == []
+    assert report["calls"]["by_kind"] == dict(report["calls"]["by_kind"], profiling=3, graph=2)
     fates = set(report["statements"].values())
     assert "while: unrolled 2 iterations (speculated, guarded)" in fates
     assert "if: inlined the then branch (speculated, guarded)" in fates
@@ -86,6 +87,7 @@ def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
         assert_same(run(dynamic, limit), run(imperative, limit))
     report = gluon_dyn.hybridize.report(dynamic)
     assert len(report["guard_failures"]) == 1 and report["traces"] == 2
+    assert report["calls"]["last"] == "graph" and report["calls"]["by_kind"]["guard_failed"] == 1
     assert "while: while_loop (graph)" in report["statements"].values()
 
 
