@@ -11,6 +11,9 @@ MXNet Gluon:
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
   shapes and detaches state; while a forward is traced on Symbols these answer as
   NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+- `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
+  `__bool__`: while tracing, a host read names itself and its line and the forward
+  runs as Python; outside a trace they do what they did (tracing.HOST_READS).
 
 malt (diastatic-malt, AutoGraph's standalone fork):
 - its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
@@ -48,6 +51,12 @@ def apply():
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach
+    for name in tracing.HOST_READS:
+        original = getattr(mx.sym.Symbol, name, None)
+        if not getattr(original, _APPLIED, False):
+            method = tracing.refusing_host_read(name, original)
+            setattr(method, _APPLIED, True)
+            setattr(mx.sym.Symbol, name, method)
     for name, operator in operators.OVERRIDES.items():
         setattr(malt.operators, name, operator)
     if not isinstance(api._TRANSPILER, transpiler.Transpiler):

@@ -5,6 +5,7 @@ import threading
 import mxnet as mx
 
 from .. import graph_json
+from ..origin import user_location
 from . import fates
 
 _local = threading.local()
@@ -130,6 +131,26 @@ def symbol_shape(symbol):
 def symbol_ndim(symbol):
     """`Symbol.ndim` (patches.py), as symbol_shape."""
     return len(symbol_shape(symbol))
+
+
+# NDArray methods that read a value into Python. Called on a Symbol while tracing,
+# they are host reads: the forward needs the value, so it runs as Python.
+HOST_READS = ("asscalar", "asnumpy", "wait_to_read", "__float__", "__int__", "__index__",
+              "__bool__")
+
+
+def refusing_host_read(name, original):
+    """`Symbol.<name>` (patches.py): a host read while tracing stops the trace naming
+    it; outside a trace, what Symbol did before (`original`, or no such method)."""
+    def method(symbol, *args, **kwargs):
+        if current() is None:
+            if original is None:
+                raise TypeError("a Symbol has no value to read (%s)" % name)
+            return original(symbol, *args, **kwargs)
+        raise FallbackRequired("`%s` reads a tensor's value into Python (a host read); the "
+                               "forward needs the value, so it runs as Python" % name.strip("_"),
+                               user_location())
+    return method
 
 
 def symbol_detach(symbol):

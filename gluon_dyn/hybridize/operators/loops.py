@@ -242,7 +242,12 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         note_shape(value, initial[position])
     set_state(with_carried(final))
     if counted:
+        tracing.current().note_control_flow_shape(final[-1], (1,))   # the step counter
         ran = mx.sym.broadcast_lesser(mx.sym.arange(bound), mx.sym.reshape(final[-1], shape=(1,)))
+        probe_parts = [part for _, items in probe.appends for item in items
+                       for part in (item.parts() if effects.is_marker(item) else [item])]
+        for output, part in zip(outputs, probe_parts):
+            _note_stacked_shape(output, part, bound)
         outputs = iter(outputs)
         _append_rows(appends, outputs, ran, bound)
         for guard in body_guards:   # held in every step that ran
@@ -326,6 +331,15 @@ def _append_rows(appends, outputs, ran, bound):
                                 mx.sym.reshape(mx.sym.concat(*valid, dim=1), shape=(-1,)))
         effects.note_append(target)
         target.append(rows)
+
+
+def _note_stacked_shape(output, step_value, bound):
+    """A per-step output of a graph loop has `bound` rows of `step_value`'s shape."""
+    trace = tracing.current()
+    try:
+        trace.note_control_flow_shape(output, (bound,) + trace.inferred_shape(step_value))
+    except AttributeError:
+        pass
 
 
 def _know_shapes(placeholders, initial):
