@@ -7,10 +7,12 @@ enables `hybridize(dynamic=True)` (patches.py lists what it changes in MXNet).
 from . import native
 from . import ops
 from . import hybridize
+from . import export
 from . import patches
+from .export import ExportError
 from .ops import cond, foreach, while_loop, ControlFlowError
 
 patches.apply()
 
 __version__ = "0.1.0"
-__all__ = ["ops", "cond", "foreach", "while_loop", "ControlFlowError"]
+__all__ = ["ops", "cond", "foreach", "while_loop", "ControlFlowError", "ExportError"]

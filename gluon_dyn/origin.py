@@ -56,3 +56,13 @@ def user_location():
         return "?"
     origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
     return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+
+
+def raised_in_user_code(error):
+    """Whether `error` was raised by the user's code itself (a `raise` statement, a
+    failing builtin call there), not inside MXNet, malt or gluon_dyn."""
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    return traceback is not None and \
+        not traceback.tb_frame.f_code.co_filename.startswith(_LIBRARY_DIRS)

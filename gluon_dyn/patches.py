@@ -4,8 +4,10 @@ per process by `import gluon_dyn` (re-importing changes nothing).
 MXNet Gluon:
 - `Block.hybridize`, `HybridBlock.hybridize`: take `dynamic=True` and the options
   of the dynamic mode (hybridize/dynamic.py); without it they are MXNet's own.
-- `HybridBlock.export`: removes gluon_dyn's training-only nodes from the written
-  graph, so exported models need neither gluon_dyn nor its C++ library (export.py).
+- `HybridBlock.export`, and `Block.export` (MXNet has none): a block hybridized
+  with dynamic=True exports its general graph, taking `max_iterations`; other
+  HybridBlocks keep MXNet's export without gluon_dyn's training-only nodes, so
+  exported models need neither gluon_dyn nor its C++ library (export/).
 - `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
   the input shapes are first known, naming the cond's file:line (block_checks.py).
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
@@ -46,7 +48,9 @@ def _wrap(owner, name, wrapper):
 def apply():
     for block_class in (gluon.Block, gluon.HybridBlock):
         _wrap(block_class, "hybridize", dynamic.with_dynamic)
-    _wrap(gluon.HybridBlock, "export", export.export_without_training_ops)
+    _wrap(gluon.HybridBlock, "export", export.with_dynamic_export)
+    if not hasattr(gluon.Block, "export"):
+        gluon.Block.export = export.block_export
     _wrap(gluon.HybridBlock, "_build_cache", block_checks.check_after_build)
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)

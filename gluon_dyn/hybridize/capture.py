@@ -17,6 +17,17 @@ from .python_state import (NUMBER_TYPES, NumbersChanged, Rollback, as_list, bloc
 
 
 @dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """How `export` traces the general graph: the bound of loops that keep per-step
+    outputs (None: such a loop is an ExportError naming it)."""
+    max_iterations: typing.Optional[int] = None
+
+
+class ExportError(RuntimeError):
+    """What a block's forward does that an exported graph cannot do, with file:line."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ArgumentInput:
     """An array among the call's arguments, at `path` (see arguments.ArgumentLayout)."""
     path: tuple
@@ -110,6 +121,32 @@ class Capture:
         return any(isinstance(source, StateInput) for source in self.inputs)
 
 
+class InputNames:
+    """Names of a graph's input variables. Under a block's `prefix` for the graphs
+    it caches; without one (export), MXNet's: `data` for a single argument array,
+    else `data0`, `data1`, ... in argument order, and for arrays and numbers kept on
+    blocks the attribute's path ("state" or "state0", "state1" for a list;
+    "encoder_count" for encoder.count)."""
+
+    def __init__(self, prefix, num_arguments):
+        self.prefix, self.num_arguments = prefix, num_arguments
+
+    def argument(self, index):
+        if self.prefix is not None:
+            return "%s_data%d" % (self.prefix, index)
+        return "data" if self.num_arguments == 1 else "data%d" % index
+
+    def state(self, path, index, in_list):
+        attribute = path.replace(".", "_")
+        if self.prefix is not None:
+            return "%s_state_%s_%d" % (self.prefix, attribute, index)
+        return "%s%d" % (attribute, index) if in_list else attribute
+
+    def number(self, path):
+        attribute = path.replace(".", "_")
+        return attribute if self.prefix is None else "%s_number_%s" % (self.prefix, attribute)
+
+
 class Tracer:
     """Traces calls of one block's converted `forward` into Captures."""
 
@@ -123,33 +160,37 @@ class Tracer:
         # and outputs (so not part of the cache key), learnt from traces.
         self.number_paths = set()
 
-    def capture(self, args, layout, exact):
+    def capture(self, args, layout, exact, export=None):
         """A Capture of the forward on `args`; traced a second time when the first
-        trace finds numbers on blocks that it changes."""
+        trace finds numbers on blocks that it changes. With `export`
+        (export.ExportOptions), the general graph: nothing speculated, every size
+        read as a graph value, inputs named as MXNet's export names them."""
         try:
-            return self._capture(args, layout, exact)
+            return self._capture(args, layout, exact, export)
         except NumbersChanged as change:
             self.number_paths |= change.paths
-            return self._capture(args, layout, exact)
+            return self._capture(args, layout, exact, export)
 
-    def _capture(self, args, layout, exact):
+    def _capture(self, args, layout, exact, export):
         self.traces += 1
         prefix = self.block.prefix.rstrip("_") or "block"
+        names = InputNames(prefix if export is None else None, len(layout.leaves))
         symbols, sources, shapes, replaced = list(args), {}, {}, []
         try:
             for i, path in enumerate(layout.leaves):
-                name = "%s_data%d" % (prefix, i)
+                name = names.argument(i)
                 array = arguments.put(symbols, path, mx.sym.var(name))
                 replaced.append((path, array))
                 sources[name], shapes[name] = ArgumentInput(path), array.shape
             with Rollback(self.block, frozenset(self.number_paths)) as rollback:
-                substituted = self._state_as_variables(prefix, sources, shapes)
-                numbers = self._numbers_as_variables(prefix, sources, shapes)
+                substituted = self._state_as_variables(names, sources, shapes)
+                numbers = self._numbers_as_variables(names, sources, shapes)
                 params = {p.name: p for p in self.block.collect_params().values()}
                 shapes.update({name: p.shape for name, p in params.items()
                                if p.shape and all(p.shape)})
                 trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
-                trace.profile = self.profile
+                trace.profile = self.profile if export is None else None
+                trace.export = export
                 try:
                     with tracing.tracing(trace):
                         out = self.forward(*symbols)
@@ -165,30 +206,30 @@ class Tracer:
         finally:
             for path, array in reversed(replaced):
                 arguments.put(symbols, path, array)
-        shape_reads = {i: trace.shape_reads.get("%s_data%d" % (prefix, i), set())
+        shape_reads = {i: trace.shape_reads.get(names.argument(i), set())
                        for i in range(len(layout.leaves))}
         return self._graph(out, writes, trace, sources, params, shape_reads, exact)
 
-    def _state_as_variables(self, prefix, sources, shapes):
+    def _state_as_variables(self, names, sources, shapes):
         """Replace each array kept on the block tree by a graph input variable."""
         substituted = {}
         for path, (owner, attr, value) in tensor_attributes(self.block).items():
             variables = []
             for j, array in enumerate(as_list(value)):
-                name = "%s_state_%s_%d" % (prefix, path.replace(".", "_"), j)
+                name = names.state(path, j, isinstance(value, (list, tuple)))
                 sources[name], shapes[name] = StateInput(path, j), array.shape
                 variables.append(mx.sym.var(name))
             substituted[path] = like(value, variables)
             setattr(owner, attr, substituted[path])
         return substituted
 
-    def _numbers_as_variables(self, prefix, sources, shapes):
+    def _numbers_as_variables(self, names, sources, shapes):
         """Replace each number-state attribute by a graph input; {path: (owner, attr,
         variable, Python type)}."""
         numbers = {}
         for path in sorted(self.number_paths):
             owner, attr = owner_of(self.block, path)
-            name = "%s_number_%s" % (prefix, path.replace(".", "_"))
+            name = names.number(path)
             sources[name], shapes[name] = NumberInput(owner, attr), (1,)
             variable = mx.sym.var(name)
             numbers[path] = (owner, attr, variable, type(getattr(owner, attr)))

@@ -17,7 +17,8 @@ with a reason naming the statement, and the forward runs as Python.
 """
 import mxnet as mx
 
-from ..origin import caller_location
+from ..ops import ControlFlowError
+from ..origin import caller_location, raised_in_user_code, user_location
 from . import tracing
 
 
@@ -108,12 +109,19 @@ class EffectFrame:
         """`target` is about to be appended to inside this frame."""
         self._lengths.setdefault(id(target), (target, len(target)))
 
-    def __exit__(self, *exc):
+    def __exit__(self, error_type, error, traceback):
         if self._trace is not None:
             self._trace.effect_frames.pop()
         for target, length in self._lengths.values():
             self.appends.append((target, target[length:]))
             del target[length:]
+        if error is not None and not isinstance(error, (tracing.FallbackRequired,
+                                                        ControlFlowError)) \
+                and raised_in_user_code(error):
+            # A graph cannot raise: the code that may raise runs as Python.
+            raise tracing.FallbackRequired(
+                "a branch or loop body on a tensor raises %s (%s)" % (type(error).__name__, error),
+                user_location()) from error
 
 
 def note_append(target):

@@ -15,7 +15,7 @@ from ..ops import ControlFlowError
 from ..origin import user_stacklevel
 from . import arguments, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
-from .capture import Tracer
+from .capture import ExportError, Tracer
 from .executor import GraphExecutor
 from .served import CallCounts, Served
 from .speed_check import GRAPH, PYTHON, SpeedCheck
@@ -52,6 +52,7 @@ class BlockRunner:
         self.guard_failures = []
         self.last_guard_failure = {}    # location -> message of its latest failed guard
         self.running = False
+        self.last_args = None           # of the latest call: what `export` traces
         self.lock = threading.RLock()
 
     def __call__(self, *args):
@@ -62,6 +63,7 @@ class BlockRunner:
                 # A recursive call (a tree model calling its own forward) is part of
                 # the call already being run, or traced: inline it.
                 return self.forward(*args)
+            self.last_args = args
             if self.fallback is not None:
                 self.calls.note(Served.FALLBACK)
                 return self.original(*args)
@@ -167,6 +169,23 @@ class BlockRunner:
         warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
                                                                         reason),
                       stacklevel=user_stacklevel())
+
+    def export_capture(self, options):
+        """The general graph of the forward (capture.ExportOptions), traced on the
+        latest call's arguments; an ExportError names what cannot be exported."""
+        with self.lock:
+            if self.last_args is None:
+                raise ExportError("call %s once before export: the call gives the arguments' "
+                                  "structure, dtypes and ranks" % type(self.block).__name__)
+            try:
+                layout = arguments.ArgumentLayout(self.last_args)
+                objects = [part[1] for part in layout.structure if part[0] == "object"]
+                if objects:
+                    raise ExportError("an argument is a Python object (%s); an exported graph "
+                                      "takes arrays" % objects[0])
+                return self.tracer.capture(self.last_args, layout, exact=False, export=options)
+            except (arguments.Unsupported, tracing.FallbackRequired) as error:
+                raise ExportError(str(error)) from None
 
     def report(self):
         return {"converted": list(self.converted), "cached_graphs": len(self.cache),

@@ -6,7 +6,7 @@ import mxnet as mx
 
 from .. import graph_json
 from ..origin import user_location
-from . import fates
+from . import fates, symbolic_shapes
 
 _local = threading.local()
 
@@ -35,9 +35,15 @@ class Trace:
         self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
         self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
+        # Names of one-element Symbols standing for a Python int (a graph loop's
+        # counter over range()): indexing with one drops the axis, as an int does.
+        self.scalar_indices = set()
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
+        # Tracing for export (export.ExportOptions), or None: then shapes read by the
+        # code are graph values (symbolic_shapes.py), and nothing is speculated.
+        self.export = None
 
     def record(self, location, fate):
         """Note what a converted statement became in this trace."""
@@ -58,7 +64,17 @@ class Trace:
 
     def shape_of(self, symbol):
         """`symbol.shape` in traced code: the inferred shape, with the input
-        dimensions it depends on noted as read (the graph is specialised to them)."""
+        dimensions it depends on noted as read (the graph is specialised to them);
+        for export, sizes the graph computes when it runs."""
+        if self.export is not None:
+            return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
+        return self.static_shape(symbol)
+
+    def static_shape(self, symbol):
+        """`symbol`'s shape as ints, for gluon_dyn's own code (indexing, unrolling):
+        noted as read like shape_of; an AttributeError when exporting (no size is fixed)."""
+        if self.export is not None:
+            raise AttributeError("sizes are not fixed in an exported graph")
         shape = self.inferred_shape(symbol)
         names = set(symbol.list_inputs())
         if names == {symbol.name} and symbol.get_children() is None:
@@ -126,6 +142,14 @@ def symbol_shape(symbol):
     if trace is None:
         raise AttributeError("'Symbol' object has no attribute 'shape'")
     return trace.shape_of(symbol)
+
+
+def static_shape(symbol):
+    """The trace's Trace.static_shape (AttributeError outside a trace or when exporting)."""
+    trace = current()
+    if trace is None:
+        raise AttributeError("'Symbol' object has no attribute 'shape'")
+    return trace.static_shape(symbol)
 
 
 def symbol_ndim(symbol):
@@ -196,12 +220,25 @@ DEFAULT_LOOP_BOUND = 64
 
 def loop_bound(location):
     """The iterations a graph loop's per-step outputs are allotted: twice the most
-    its profiled runs made (a power of two), or DEFAULT_LOOP_BOUND."""
+    its profiled runs made (a power of two), or DEFAULT_LOOP_BOUND; when exporting,
+    the export's max_iterations."""
     trace = current()
+    if trace.export is not None:
+        if trace.export.max_iterations is None:
+            raise FallbackRequired("this loop keeps per-step outputs (values appended to a "
+                                   "list), which an exported graph bounds: give export "
+                                   "max_iterations=N", location)
+        return trace.export.max_iterations
     seen = trace.profile.trip_counts.get(location) if trace.profile is not None else None
     if not seen:
         return DEFAULT_LOOP_BOUND
     return max(DEFAULT_LOOP_BOUND, 1 << (2 * max(seen) - 1).bit_length())
+
+
+def scalar_index(symbol):
+    """`symbol` (one element) stands for a Python int in traced code."""
+    current().scalar_indices.add(symbol.name)
+    return symbol
 
 
 def add_guard(guard):

@@ -11,9 +11,10 @@ from malt.impl import api
 from malt.operators import variables
 
 from ... import ops
-from .. import effects, tracing
+from .. import effects, symbolic_shapes, tracing
 from ...origin import caller_location
 from . import consumers
+from ..symbolic_shapes import SymbolicDim
 from .loops import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
@@ -57,8 +58,8 @@ _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "
 
 
 def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
-    if f is range and any(isinstance(a, mx.sym.Symbol) for a in args):
-        return TensorRange(*args)
+    if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
+        return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
     if trace is not None and trace.staging and _mutates_container(f):
         if not (isinstance(f.__self__, list) and f.__name__ in _APPENDS and trace.effect_frames):
@@ -74,6 +75,8 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
             args, kwargs = _captured(args, kwargs, trace)
         if consumers.holds_markers(args):
             return consumers.consume(f, args, kwargs)
+        if symbolic_shapes.holds_dims(list(args) + list((kwargs or {}).values())):
+            return symbolic_shapes.call_with_dims(f, args, kwargs)
         elif trace.ndarray_code and _has_symbol(list(args) + list((kwargs or {}).values())):
             # Mixing arrays made outside converted code (a cell's begin_state) with
             # traced values: the arrays become graph inputs. They are functions of the

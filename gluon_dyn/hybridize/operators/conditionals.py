@@ -15,7 +15,7 @@ from ...origin import caller_location
 from .. import effects, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
-from .values import NUMBERS, is_symbol, note_shape, same_python_value
+from .values import NUMBERS, is_symbol, note_shape, same_python_value, zeros_standing_for
 
 
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
@@ -69,7 +69,7 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
                 raise tracing.FallbackRequired("the branch appends differently when traced again",
                                                where)
             traced_guards[block] = frame.guards
-            stand_ins = [_stand_in(where, symbol, is_guard)
+            stand_ins = [_stand_in(symbol, is_guard)
                          for symbol, is_guard in probes[other_block]]
             own = [symbol for symbol, _ in own]
             return [_as_branch_output(values[i], probe[i], other[i], kinds[i])
@@ -114,16 +114,10 @@ def _extras(where, frame):
     return extras + [(guard.holds, True) for guard in frame.guards]
 
 
-def _stand_in(where, symbol, is_guard):
+def _stand_in(symbol, is_guard):
     """What the branch that did not make `symbol` outputs in its place: for a guard's
     result 1 (it held), for an appended value zeros of its shape (it is absent)."""
-    if is_guard:
-        return mx.sym.ones((1,))
-    try:
-        return mx.sym.zeros(shape=tracing.current().inferred_shape(symbol))
-    except AttributeError:
-        raise tracing.FallbackRequired("a branch on a tensor appends to a list a value whose "
-                                       "shape is not known while tracing", where) from None
+    return mx.sym.ones((1,)) if is_guard else zeros_standing_for(symbol)
 
 
 def _routed(outputs, item):
@@ -160,7 +154,7 @@ def _as_branch_output(value, probe, other, kind):
     if kind == "number" and not is_symbol(value):
         return mx.sym.full(shape=(1,), val=float(value))
     if kind == "return" and isinstance(value, UndefinedReturnValue):
-        return mx.sym.zeros(shape=other.shape)
+        return zeros_standing_for(other)
     return value
 
 

@@ -17,7 +17,8 @@ from ..fates import Became, Statement
 from . import speculated
 from .conditionals import staged_if
 from .subscripts import get_item
-from .values import NUMBERS, as_tensor, is_symbol, note_shape, same_python_value
+from .values import (NUMBERS, as_tensor, is_symbol, note_shape, same_python_value,
+                     zeros_standing_for)
 
 # A graph loop written as a Python `while` has no bound; with no per-step outputs
 # gluon_dyn's while_loop allocates nothing for max_iterations, so it is only a bound.
@@ -124,7 +125,7 @@ def _known_length(tensor):
     """The length of axis 0 when the trace knows it (else the rows go to a graph
     loop, which reads the length at run time)."""
     try:
-        return tensor.shape[0]
+        return tracing.static_shape(tensor)[0]
     except AttributeError:
         return None
 
@@ -152,7 +153,7 @@ def _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, sy
 def _staged_range(where, bounds, extra_test, body, get_state, set_state, symbol_names):
     stop = as_tensor(bounds.stop)
     compare = mx.sym.broadcast_lesser if bounds.step > 0 else mx.sym.broadcast_greater
-    _staged_count(where, as_tensor(bounds.start), lambda i: compare(i, stop), lambda i: i,
+    _staged_count(where, as_tensor(bounds.start), lambda i: compare(i, stop), tracing.scalar_index,
                   bounds.step, extra_test, body, get_state, set_state, symbol_names)
 
 
@@ -239,7 +240,8 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     with tracing.staging():
         outputs, final = ops.while_loop(loop_test, loop_body, start, max_iterations=bound)
     for position, value in zip(carried, final):
-        note_shape(value, initial[position])
+        for leaf, start in zip(_leaves(value), _leaves(initial[position])):
+            note_shape(leaf, start)
     set_state(with_carried(final))
     if counted:
         tracing.current().note_control_flow_shape(final[-1], (1,))   # the step counter
@@ -253,9 +255,11 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         for guard in body_guards:   # held in every step that ran
             tracing.add_guard(guard.routed(mx.sym.min(
                 mx.sym.reshape(next(outputs), shape=(bound,)) + (1 - ran))))
-        more = test()
-        if is_symbol(more):
-            tracing.add_guard(guards.loop_bound_guard(where, more, bound))
+        # An exported graph has no guards: it stops such a loop at max_iterations.
+        if tracing.current().export is None:
+            more = test()
+            if is_symbol(more):
+                tracing.add_guard(guards.loop_bound_guard(where, more, bound))
 
 
 def _carried(where, initial, after, symbol_names):
@@ -265,7 +269,12 @@ def _carried(where, initial, after, symbol_names):
     for i, (before, now) in enumerate(zip(initial, after)):
         name = symbol_names[i]
         if isinstance(before, Undefined):
-            if is_symbol(now):
+            if is_symbol(now) and tracing.current().export is not None:
+                # Exported, a loop may run zero times where the traced call ran it:
+                # imperatively the variable would then be unbound; zeros stand in.
+                initial[i] = zeros_standing_for(now)
+                carried.append(i)
+            elif is_symbol(now):
                 raise ControlFlowError("%s: `%s` is assigned in this loop on a tensor but not before "
                                        "it, so its value after zero iterations is undefined; give it "
                                        "an initial value before the loop" % (where, name))
@@ -276,12 +285,14 @@ def _carried(where, initial, after, symbol_names):
             elif isinstance(before, UndefinedReturnValue):
                 # A value returned from inside the loop: before any iteration it is
                 # never read (malt's do_return flag guards it), zeros stand in.
-                initial[i] = mx.sym.zeros(shape=now.shape)
+                initial[i] = zeros_standing_for(now)
             elif not is_symbol(before):
                 raise tracing.FallbackRequired(
                     "`%s` becomes a tensor in this loop on a tensor but is a Python %s before it"
                     % (name, type(before).__name__), where)
             carried.append(i)
+        elif _tensors(before) and _tensors(now) and _structure(before) == _structure(now):
+            carried.append(i)   # a list of tensors (an RNN's [h, c]) carried as one variable
         elif not same_python_value(before, now):
             if not isinstance(before, NUMBERS):
                 raise tracing.FallbackRequired(
@@ -290,6 +301,23 @@ def _carried(where, initial, after, symbol_names):
             initial[i] = as_tensor(before)
             carried.append(i)
     return carried
+
+
+def _tensors(value):
+    """Whether `value` is a tensor or a (nested) non-empty list or tuple of them."""
+    if isinstance(value, (list, tuple)):
+        return bool(value) and all(_tensors(item) for item in value)
+    return is_symbol(value)
+
+
+def _structure(value):
+    return [_structure(item) for item in value] if isinstance(value, (list, tuple)) else None
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
 
 
 def _append_structure(where, appends):
@@ -346,7 +374,9 @@ def _know_shapes(placeholders, initial):
     """A graph loop's variables keep their shapes: tell the trace the shapes of the
     placeholders standing for them in the loop's body and test."""
     trace = tracing.current()
-    for placeholder, value in zip(placeholders, initial):
+    if trace is None:
+        return
+    for placeholder, value in zip(_leaves(list(placeholders)), _leaves(list(initial))):
         if placeholder.get_children() is None and placeholder.name not in trace.shapes:
             try:
                 trace.shapes[placeholder.name] = trace.inferred_shape(value)

@@ -23,14 +23,23 @@ def get_item(target, key):
             return target[key]
         return _slices_without_shape(target, key_parts)
     if is_symbol(key):
-        return mx.sym.take(target, key, axis=0)
+        rows = mx.sym.take(target, key, axis=0)
+        if key.name not in trace.scalar_indices:
+            return rows
+        # An int-like index drops axis 0 (merged into the next); a 1-D row stays (1,).
+        return mx.sym.reshape(rows, shape=(-3, -2)) if _rank(target) > 1 else rows
     try:
-        shape = target.shape
+        shape = tracing.static_shape(target)
     except AttributeError:  # a shape only known at run time (after a cond)
         return _slices_without_shape(target, key_parts)
     if isinstance(key, int):
         return _row(target, key, shape)
     return _index_like_ndarray(target, key_parts, shape)
+
+
+def _rank(symbol):
+    """The number of dimensions of `symbol` (sizes may be unknown, ranks are not)."""
+    return len(tracing.current().inferred_shape(symbol))
 
 
 def _slices_without_shape(target, key):

@@ -2,6 +2,7 @@
 are the same, and the run-time shapes of control-flow outputs."""
 import mxnet as mx
 
+from ...origin import caller_location
 from .. import tracing
 
 NUMBERS = (bool, int, float)
@@ -39,3 +40,18 @@ def note_shape(output, *sources):
         if shape is not None:
             trace.note_control_flow_shape(output, shape)
             return
+
+
+def zeros_standing_for(symbol):
+    """Zeros of `symbol`'s shape, for a branch or loop start where a value exists only
+    on the other path (never read there, but MXNet needs matching shapes). When
+    exporting, shapes are not fixed: zeros like `symbol` itself."""
+    trace = tracing.current()
+    if trace.export is not None:
+        return mx.sym.zeros_like(symbol)
+    try:
+        return mx.sym.zeros(shape=trace.inferred_shape(symbol))
+    except AttributeError:
+        raise tracing.FallbackRequired("a value that exists on one path of a branch or loop on "
+                                       "a tensor has a shape not known while tracing",
+                                       caller_location(depth=3)) from None
