@@ -170,3 +170,85 @@ def test_other_uses_of_a_list_appended_under_a_tensor_branch_run_as_python():
     assert "test_deferred_state.py:%d: a list appended to under a branch or loop on a tensor is " \
         "tested for truth in Python" % (ReadsAppended.forward.__code__.co_firstlineno + 4) in \
         gluon_dyn.hybridize.report(dynamic)["fallback"]
+
+
+class Logging(gluon.Block):
+    """Lists and dicts kept on the block, written by the forward (JANUS's deferred
+    updates): appends, appends under a branch on a tensor, a dict item."""
+
+    def __init__(self, read_history=False):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+        self.history, self.events, self.cache = [], [], {}
+        self.read_history = read_history
+
+    def forward(self, x):
+        h = self.dense(x)
+        if self.read_history and len(self.history) % 2:
+            h = h * 2
+        self.history.append(h)
+        self.cache["last"] = h * 3
+        if mx.nd.sum(h) > 0:
+            self.events.append("positive")
+            self.events.append(h + 1)
+        return h
+
+
+def assert_same_containers(got, expected):
+    assert len(got.history) == len(expected.history) and len(got.events) == len(expected.events)
+    for g, e in zip(got.history + got.events, expected.history + expected.events):
+        if isinstance(e, str):
+            assert g == e
+        else:
+            np.testing.assert_allclose(g.asnumpy(), e.asnumpy(), rtol=1e-5, atol=1e-6)
+    assert sorted(got.cache) == sorted(expected.cache)
+    np.testing.assert_allclose(got.cache["last"].asnumpy(), expected.cache["last"].asnumpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("read_history", [False, True])
+def test_lists_and_dicts_on_blocks_are_updated_after_each_graph_run(read_history):
+    imperative, dynamic = twins(Logging, read_history, speculate=False)
+    for call in range(8):
+        x = nd(np.full((2, 4), 0.5 if call % 3 else -0.5))
+        assert_same(run(dynamic, x), run(imperative, x))
+        assert_same_containers(dynamic, imperative)
+        assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["deferred_state"]["containers"] == ["cache", "events", "history"]
+    # A list the forward reads (its length) stays in the key: one graph per length seen.
+    assert report["deferred_state"]["containers_in_key"] == (["history"] if read_history else [])
+    assert report["cached_graphs"] == (min(8, 16) if read_history else 1)
+
+
+def test_a_failed_guard_applies_no_deferred_update():
+    imperative, dynamic = twins(Logging)
+    for sign in (1, 1, 1, 1, -1, 1):   # profiled positive; the negative call fails the guard
+        x = nd(np.full((2, 4), 0.5 * sign))
+        assert_same(run(dynamic, x), run(imperative, x))
+        assert_same_containers(dynamic, imperative)
+    assert gluon_dyn.hybridize.report(dynamic)["guard_failures"]
+
+
+class Reorders(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.insert(0, x * 2)
+        return x + 1
+
+
+def test_other_changes_to_a_kept_list_run_as_python():
+    imperative, dynamic = twins(Reorders)
+    for _ in range(5):
+        x = nd(np.ones((1, 2)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = dynamic(x).asnumpy()
+        np.testing.assert_allclose(got, imperative(x).asnumpy())
+    assert len(dynamic.seen) == len(imperative.seen) == 5
+    assert "`list.insert`" in gluon_dyn.hybridize.report(dynamic)["fallback"] or \
+        "other than by appending" in gluon_dyn.hybridize.report(dynamic)["fallback"]

@@ -15,7 +15,8 @@ then the new values of the kept arrays and numbers it assigns, in that order.
 """
 import mxnet as mx
 
-from ..hybridize.capture import CapturedInput, ExportError, ExportOptions, ParameterInput
+from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
+                                 ParameterInput)
 from ..hybridize.dynamic import runner_of
 from .strip import save_symbol
 
@@ -34,16 +35,17 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
     saved = mx.sym.load(symbol_file)
     arguments, auxiliary = set(saved.list_arguments()), set(saved.list_auxiliary_states())
     params, fed = {}, []
-    for name, source in zip(capture.symbol.list_inputs(), capture.inputs):
+    for position, (name, source) in enumerate(zip(capture.symbol.list_inputs(), capture.inputs)):
         if name not in arguments and name not in auxiliary:
             continue   # read only by the nodes export removed
         if isinstance(source, ParameterInput):
             value = source.parameter.data()
         elif isinstance(source, CapturedInput):
             value = source.array
-        else:
-            fed.append(name)
+        else:   # the arguments first, in their order; then what is kept on blocks
+            fed.append(((0, source.index) if isinstance(source, ArgumentInput) else (1, position),
+                        name))
             continue
         params["%s:%s" % ("aux" if name in auxiliary else "arg", name)] = value
     mx.nd.save("%s-%04d.params" % (path, epoch), params)
-    return fed
+    return [name for _, name in sorted(fed)]

@@ -11,9 +11,9 @@ import typing
 
 import mxnet as mx
 
-from . import arguments, guards, tracing
-from .python_state import (NUMBER_TYPES, NumbersChanged, Rollback, as_list, block_tree, like,
-                           owner_of, tensor_attributes)
+from . import arguments, deferred, guards, tracing
+from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
+                           is_tensor_value, owner_of, public_attributes, tensor_attributes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,8 +29,10 @@ class ExportError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class ArgumentInput:
-    """An array among the call's arguments, at `path` (see arguments.ArgumentLayout)."""
+    """An array among the call's arguments, at `path` (see arguments.ArgumentLayout),
+    the `index`-th in argument order."""
     path: tuple
+    index: int
 
     def value(self, args, states):
         return arguments.get(args, self.path)
@@ -87,6 +89,10 @@ class StateWrite:
     count: int
     rebuild: typing.Callable
 
+    def apply(self, block, outputs):
+        owner, attr = owner_of(block, self.path)
+        setattr(owner, attr, self.rebuild(outputs))
+
 
 def _tensor_write(path, value):
     count = len(as_list(value))
@@ -110,7 +116,8 @@ class Capture:
     inputs: list            # a *Input per symbol.list_inputs(), in that order
     num_outputs: int
     out_format: typing.Any  # None: the forward returned one array; n: a list of n
-    state_writes: list      # StateWrite, in the order of the state outputs
+    writes: list            # StateWrite / deferred.ContainerWrite, in the order of the outputs
+                            # after the forward's: applied after a run whose guards held
     guards: list            # guards.Guard, in the guard vector's order
     shape_reads: dict       # argument array index -> dimensions the trace read
     exact: bool             # traced for exact input shapes (no open dims)
@@ -159,6 +166,14 @@ class Tracer:
         # Block attributes holding Python numbers the forward changes: graph inputs
         # and outputs (so not part of the cache key), learnt from traces.
         self.number_paths = set()
+        # Lists and dicts on blocks that traces wrote and did not read (deferred.py).
+        self.containers_written, self.containers_read = set(), set()
+
+    @property
+    def unkeyed_paths(self):
+        """Attributes of the block tree the cache key leaves out: graph inputs, or
+        containers graphs only write to."""
+        return self.number_paths | (self.containers_written - self.containers_read)
 
     def capture(self, args, layout, exact, export=None):
         """A Capture of the forward on `args`; traced a second time when the first
@@ -167,8 +182,9 @@ class Tracer:
         read as a graph value, inputs named as MXNet's export names them."""
         try:
             return self._capture(args, layout, exact, export)
-        except NumbersChanged as change:
-            self.number_paths |= change.paths
+        except StateChanged as change:
+            self.number_paths |= change.numbers
+            self.containers_written |= change.containers
             return self._capture(args, layout, exact, export)
 
     def _capture(self, args, layout, exact, export):
@@ -181,27 +197,39 @@ class Tracer:
                 name = names.argument(i)
                 array = arguments.put(symbols, path, mx.sym.var(name))
                 replaced.append((path, array))
-                sources[name], shapes[name] = ArgumentInput(path), array.shape
+                sources[name], shapes[name] = ArgumentInput(path, i), array.shape
             with Rollback(self.block, frozenset(self.number_paths)) as rollback:
                 substituted = self._state_as_variables(names, sources, shapes)
+                state_sizes = {path: len(value) for path, value in substituted.items()
+                               if isinstance(value, list)}
                 numbers = self._numbers_as_variables(names, sources, shapes)
+                watched = self._containers_as_watched()
                 params = {p.name: p for p in self.block.collect_params().values()}
                 shapes.update({name: p.shape for name, p in params.items()
                                if p.shape and all(p.shape)})
                 trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
                 trace.profile = self.profile if export is None else None
                 trace.export = export
+                for _, _, _, copy in watched.values():
+                    copy.read = False    # from here on, reads are the forward's
                 try:
                     with tracing.tracing(trace):
                         out = self.forward(*symbols)
                 finally:
                     self.statements.update(trace.statements)
+                read = {path for path, (_, _, _, copy) in watched.items() if copy.read}
+                grown = [path for path, value in substituted.items() if isinstance(value, list)
+                         and list.__len__(value) != state_sizes[path]]
+                if grown:   # appended to in place: a log of arrays, not state it replaces
+                    raise StateChanged(containers=grown)
                 # State the forward assigned (an attribute it left as it was is not written back).
                 writes = self._number_writes(numbers) + [
                     (_tensor_write(path, value), as_list(value))
                     for path, (_, _, value) in tensor_attributes(self.block).items()
-                    if path not in numbers and value is not substituted.get(path)
-                    and any(isinstance(v, mx.sym.Symbol) for v in as_list(value))]
+                    if path not in numbers and path not in watched and
+                    value is not substituted.get(path) and
+                    any(isinstance(v, mx.sym.Symbol) for v in as_list(value))]
+                writes += self._container_writes(watched, read)
                 rollback.keep_graph_state()
         finally:
             for path, array in reversed(replaced):
@@ -214,6 +242,8 @@ class Tracer:
         """Replace each array kept on the block tree by a graph input variable."""
         substituted = {}
         for path, (owner, attr, value) in tensor_attributes(self.block).items():
+            if path in self.containers_written:
+                continue    # a list the forward appends to: watched (deferred.py)
             variables = []
             for j, array in enumerate(as_list(value)):
                 name = names.state(path, j, isinstance(value, (list, tuple)))
@@ -236,6 +266,30 @@ class Tracer:
             setattr(owner, attr, variable)
         return numbers
 
+    def _containers_as_watched(self):
+        """Replace each list and dict kept on the block tree (not arrays) by a watched
+        copy; {path: (owner, attr, original, copy)}."""
+        watched = {}
+        for path, (owner, attr, value) in public_attributes(self.block).items():
+            if type(value) in (list, dict) and (not is_tensor_value(value) or
+                                                path in self.containers_written):
+                watched[path] = (owner, attr, value, deferred.watch(value))
+                setattr(owner, attr, watched[path][3])
+        return watched
+
+    def _container_writes(self, watched, read):
+        """(ContainerWrite, graph outputs) for what the trace did to the watched
+        copies, which are then put back as they were; `read`: those it read."""
+        writes = []
+        self.containers_read |= read
+        for path, (owner, attr, original, copy) in watched.items():
+            setattr(owner, attr, original)
+            found = deferred.container_writes(path, original, copy, type(self.block).__name__)
+            if found:
+                self.containers_written.add(path)
+            writes += found
+        return writes
+
     def _number_writes(self, numbers):
         """(StateWrite, graph outputs) for each number-state attribute the trace changed."""
         writes = []
@@ -253,7 +307,7 @@ class Tracer:
 
     def _graph(self, out, writes, trace, sources, params, shape_reads, exact):
         outputs, out_format = _flatten_outputs(out)
-        state_writes = [write for write, _ in writes]
+        all_writes = [write for write, _ in writes]
         state_outputs = [v for _, values in writes for v in values]
         # An output that is an input as it came (`return x`) must be a node of the
         # graph for MXNet's backward: pass it through identity.
@@ -277,7 +331,7 @@ class Tracer:
                     "a value computed inside a graph loop or branch is used outside it (for example "
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     type(self.block).__name__)
-        return Capture(graph, inputs, len(outputs), out_format, state_writes, list(trace.guards),
+        return Capture(graph, inputs, len(outputs), out_format, all_writes, list(trace.guards),
                        shape_reads, exact, block_tree(self.block))
 
 

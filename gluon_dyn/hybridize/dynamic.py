@@ -51,7 +51,9 @@ def report(block):
     (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
     None), "internal_errors" (traces stopped by a gluon_dyn bug), "calls" (how calls
     were served: counts per kind, the share served by graphs after profiling, and
-    "last": "graph" when the latest call ran on a graph), "guard_failures"
+    "last": "graph" when the latest call ran on a graph), "deferred_state" (numbers
+    on blocks the graphs take and give back, and lists and dicts on blocks they update
+    after each run; those the forward also reads stay in the key), "guard_failures"
     (speculative assumptions that failed), "statements" ({"file:line": "if: cond
     (graph)", ...}: what each converted statement became), "not_speculated"
     (locations whose assumptions kept failing, so no longer made), "cache_misses"

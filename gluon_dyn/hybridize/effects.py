@@ -41,16 +41,24 @@ class _Marker:
     __rtruediv__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = _refuse
 
 
+# Python values a list may receive under tensor control flow: kept as they are, only
+# their presence is a graph value.
+CONSTANTS = (bool, int, float, str, type(None))
+
+
 class Conditional(_Marker):
+    """`value` (a Symbol, or a Python constant) present when `present` is 1."""
+
     def __init__(self, value, present):
         self.value, self.present = value, present
 
     def parts(self):
-        return [self.value, self.present]
+        return ([] if isinstance(self.value, CONSTANTS) else [self.value]) + [self.present]
 
-    @staticmethod
-    def rebuild(parts, presence):
+    def rebuild(self, parts, presence):
         """From routed-out `parts`, present only where `presence` (0/1) holds too."""
+        if isinstance(self.value, CONSTANTS):
+            return Conditional(self.value, parts[0] * presence)
         return Conditional(parts[0], parts[1] * presence)
 
 
@@ -61,8 +69,7 @@ class Rows(_Marker):
     def parts(self):
         return [self.stacked, self.valid]
 
-    @staticmethod
-    def rebuild(parts, presence):
+    def rebuild(self, parts, presence):
         return Rows(parts[0], mx.sym.broadcast_mul(parts[1], presence))
 
 
@@ -106,15 +113,16 @@ class EffectFrame:
         return self
 
     def note(self, target):
-        """`target` is about to be appended to inside this frame."""
-        self._lengths.setdefault(id(target), (target, len(target)))
+        """`target` is about to be appended to inside this frame. (list's own methods:
+        a block's watched list must not count this as the forward reading it.)"""
+        self._lengths.setdefault(id(target), (target, list.__len__(target)))
 
     def __exit__(self, error_type, error, traceback):
         if self._trace is not None:
             self._trace.effect_frames.pop()
         for target, length in self._lengths.values():
-            self.appends.append((target, target[length:]))
-            del target[length:]
+            self.appends.append((target, list.__getitem__(target, slice(length, None))))
+            list.__delitem__(target, slice(length, None))
         if error is not None and not isinstance(error, (tracing.FallbackRequired,
                                                         ControlFlowError)) \
                 and raised_in_user_code(error):

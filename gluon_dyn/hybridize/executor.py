@@ -12,7 +12,7 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards
-from .python_state import owner_of, tensor_attributes
+from .python_state import tensor_attributes
 
 
 @dataclasses.dataclass
@@ -47,9 +47,8 @@ class GraphExecutor:
             if failed:
                 return Run(failed_guards=tuple(failed))
         position = capture.num_outputs
-        for write in capture.state_writes:
-            owner, attr = owner_of(block, write.path)
-            setattr(owner, attr, write.rebuild(results[position:position + write.count]))
+        for write in capture.writes:
+            write.apply(block, results[position:position + write.count])
             position += write.count
         if plan is None and self.tvm is not None:
             self.tvm.after_mxnet_run(self, inputs)

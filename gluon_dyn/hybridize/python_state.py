@@ -65,7 +65,8 @@ def like(value, items):
     return items[0] if not isinstance(value, (list, tuple)) else type(value)(items)
 
 
-def _is_tensor_value(value):
+def is_tensor_value(value):
+    """An array, or a non-empty list or tuple of arrays (state kept on a block)."""
     return isinstance(value, _TENSORS) or (
         isinstance(value, (list, tuple)) and value and all(isinstance(v, _TENSORS) for v in value))
 
@@ -92,7 +93,7 @@ def public_attributes(block, keep=lambda value: True):
 
 def tensor_attributes(block):
     """Public attributes of the block tree holding an array or a list/tuple of arrays."""
-    return public_attributes(block, _is_tensor_value)
+    return public_attributes(block, is_tensor_value)
 
 
 def owner_of(block, path):
@@ -104,13 +105,16 @@ def owner_of(block, path):
     return node, attr
 
 
-class NumbersChanged(Exception):
-    """A trace changed Python numbers kept on blocks (`self.count += 1`): traced
-    again with them as number state (graph inputs and outputs), it can hold them."""
+class StateChanged(Exception):
+    """A trace changed Python numbers kept on blocks (`self.count += 1`), or appended
+    to a list of arrays kept on them (a log, not state it replaces): traced again
+    with those as number state (graph inputs and outputs) or as containers
+    (deferred.py), it can hold them."""
 
-    def __init__(self, paths):
-        super().__init__("the forward changes %s" % ", ".join(sorted(paths)))
-        self.paths = set(paths)
+    def __init__(self, numbers=(), containers=()):
+        super().__init__("the forward changes %s" % ", ".join(sorted(set(numbers) |
+                                                                     set(containers))))
+        self.numbers, self.containers = set(numbers), set(containers)
 
 
 class Rollback:
@@ -119,7 +123,7 @@ class Rollback:
 
     A trace that completes must still leave no side effect: `keep_graph_state()`
     undoes the tensor attributes it assigned (they are written back after each
-    run), and, after undoing everything, raises NumbersChanged if it changed
+    run), and, after undoing everything, raises StateChanged if it changed
     numbers kept on blocks that are not yet number state (`number_paths`), and
     FallbackRequired if it stored graph values into containers or changed other
     Python values."""
@@ -145,7 +149,7 @@ class Rollback:
         self.undo(everything=False)
         if numbers:
             self.undo(everything=True)
-            raise NumbersChanged(numbers)
+            raise StateChanged(numbers=numbers)
         leaked = self._holding_symbols()
         if leaked:
             self.undo(everything=True)

@@ -84,7 +84,7 @@ class BlockRunner:
             return self._fall_back(str(error), args)
         self.ladder.note_call(layout)
         training = autograd.is_training()
-        key = key_for(self.block, training, layout, self.ladder, self.tracer.number_paths)
+        key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
         executor = self.cache.get(key)
         if executor is not None:
             return self._serve(executor, args)
@@ -105,7 +105,7 @@ class BlockRunner:
         self.ladder.note_reads(capture.shape_reads)
         executor = GraphExecutor(capture, self.tvm)
         # The trace's shape reads may close dims the key left open: key it afresh.
-        self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.number_paths),
+        self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
         return self._run(executor, args)
 
@@ -192,6 +192,11 @@ class BlockRunner:
                 "traces": self.tracer.traces, "fallback": self.fallback,
                 "internal_errors": list(self.internal_errors),
                 "calls": self.calls.report(),
+                "deferred_state": {
+                    "numbers": sorted(self.tracer.number_paths),
+                    "containers": sorted(self.tracer.containers_written),
+                    "containers_in_key": sorted(self.tracer.containers_written &
+                                                self.tracer.containers_read)},
                 "guard_failures": list(self.guard_failures),
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,

@@ -106,10 +106,11 @@ def _extras(where, frame):
     extras = []
     for _, items in frame.appends:
         for item in items:
-            if not (is_symbol(item) or effects.is_marker(item)):
+            if not (is_symbol(item) or effects.is_marker(item) or
+                    isinstance(item, effects.CONSTANTS)):
                 raise tracing.FallbackRequired(
-                    "a branch on a tensor appends a Python %s to a list; only arrays can be kept "
-                    "in the graph" % type(item).__name__, where)
+                    "a branch on a tensor appends a Python %s to a list; arrays and Python "
+                    "constants can be kept in the graph" % type(item).__name__, where)
             extras += [(part, False) for part in _parts(item)]
     return extras + [(guard.holds, True) for guard in frame.guards]
 
@@ -130,7 +131,9 @@ def _routed(outputs, item):
 
 
 def _parts(item):
-    """The Symbols a branch outputs for one appended element."""
+    """The Symbols a branch outputs for one appended element (none for a constant)."""
+    if isinstance(item, effects.CONSTANTS):
+        return []
     return item.parts() if effects.is_marker(item) else [item]
 
 
@@ -139,7 +142,7 @@ def _present_when(item, parts, presence):
     when the branch was taken (`presence`)."""
     if effects.is_marker(item):
         return item.rebuild(parts, presence)
-    return effects.Conditional(parts[0], presence)
+    return effects.Conditional(parts[0] if parts else item, presence)
 
 
 def _as_branch_output(value, probe, other, kind):

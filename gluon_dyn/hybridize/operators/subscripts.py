@@ -47,9 +47,10 @@ def _slices_without_shape(target, key):
     begin, end, step, dropped = [], [], [], []
     for axis, index in enumerate(key):
         if isinstance(index, slice):
-            begin.append(index.start)
-            end.append(index.stop)
-            step.append(index.step)
+            # int(): a size read from a shape (export) cannot be a slice bound.
+            begin.append(None if index.start is None else int(index.start))
+            end.append(None if index.stop is None else int(index.stop))
+            step.append(None if index.step is None else int(index.step))
         else:
             position = int(index)
             begin.append(position)
