@@ -115,7 +115,7 @@ class Capture:
     symbol: mx.sym.Symbol   # outputs, then state outputs, then the guard vector if guarded
     inputs: list            # a *Input per symbol.list_inputs(), in that order
     num_outputs: int
-    out_format: typing.Any  # None: the forward returned one array; n: a list of n
+    out_format: typing.Any  # the forward's return value, graph outputs as their positions
     writes: list            # StateWrite / deferred.ContainerWrite, in the order of the outputs
                             # after the forward's: applied after a run whose guards held
     guards: list            # guards.Guard, in the guard vector's order
@@ -157,8 +157,9 @@ class InputNames:
 class Tracer:
     """Traces calls of one block's converted `forward` into Captures."""
 
-    def __init__(self, block, forward, ndarray_code, profile):
+    def __init__(self, block, forward, ndarray_code, profile, where):
         self.block, self.forward = block, forward
+        self.where = where          # "file:line" of the forward (or part) traced
         self.ndarray_code = ndarray_code
         self.profile = profile      # speculation.Profile to speculate from, or None
         self.statements = {}        # "file:line" -> fates.Fate, over all traces
@@ -198,7 +199,7 @@ class Tracer:
                 array = arguments.put(symbols, path, mx.sym.var(name))
                 replaced.append((path, array))
                 sources[name], shapes[name] = ArgumentInput(path, i), array.shape
-            with Rollback(self.block, frozenset(self.number_paths)) as rollback:
+            with Rollback(self.block, self.where, frozenset(self.number_paths)) as rollback:
                 substituted = self._state_as_variables(names, sources, shapes)
                 state_sizes = {path: len(value) for path, value in substituted.items()
                                if isinstance(value, list)}
@@ -284,7 +285,7 @@ class Tracer:
         self.containers_read |= read
         for path, (owner, attr, original, copy) in watched.items():
             setattr(owner, attr, original)
-            found = deferred.container_writes(path, original, copy, type(self.block).__name__)
+            found = deferred.container_writes(path, original, copy, self.where)
             if found:
                 self.containers_written.add(path)
             writes += found
@@ -302,7 +303,7 @@ class Tracer:
             elif now is not variable:
                 raise tracing.FallbackRequired("the forward sets %s, a number it changes, to a %s"
                                                % (path, type(now).__name__),
-                                               type(self.block).__name__)
+                                               self.where)
         return writes
 
     def _graph(self, out, writes, trace, sources, params, shape_reads, exact):
@@ -315,6 +316,9 @@ class Tracer:
                  for o in outputs + state_outputs]
         if trace.guards:
             heads.append(guards.guard_vector(trace.guards))
+        if not heads:
+            raise tracing.FallbackRequired("it computes no array (only Python values)",
+                                           self.where)
         graph = mx.sym.Group(heads)
         captured = {var.name: CapturedInput(array) for var, array in trace.captured.values()}
         inputs = []
@@ -330,15 +334,44 @@ class Tracer:
                 raise tracing.FallbackRequired(
                     "a value computed inside a graph loop or branch is used outside it (for example "
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
-                    type(self.block).__name__)
+                    self.where)
         return Capture(graph, inputs, len(outputs), out_format, all_writes, list(trace.guards),
                        shape_reads, exact, block_tree(self.block))
 
 
+class _Output(int):
+    """In an output template: the position of a graph output."""
+
+
 def _flatten_outputs(out):
-    if isinstance(out, mx.sym.Symbol):
-        return [out], None
-    if isinstance(out, (list, tuple)) and all(isinstance(o, mx.sym.Symbol) for o in out):
-        return list(out), len(out)
-    raise tracing.FallbackRequired("the forward returns %s, not arrays" % type(out).__name__,
-                                   "return")
+    """The Symbols the forward returned, and a template of its return value with
+    each Symbol replaced by its position (lists, tuples, dicts and Python constants
+    kept), for `rebuild_outputs`."""
+    symbols = []
+
+    def template(value):
+        if isinstance(value, mx.sym.Symbol):
+            symbols.append(value)
+            return _Output(len(symbols) - 1)
+        if isinstance(value, (list, tuple)):
+            items = [template(item) for item in value]
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if isinstance(value, dict):
+            return {key: template(item) for key, item in value.items()}
+        if isinstance(value, NUMBER_TYPES + (str, type(None))):
+            return value
+        raise tracing.FallbackRequired("the forward returns a %s, not arrays and Python values"
+                                       % type(value).__name__, "return")
+    return symbols, template(out)
+
+
+def rebuild_outputs(template, results):
+    """The forward's return value from a template and the graph's outputs."""
+    if isinstance(template, _Output):
+        return results[template]
+    if isinstance(template, (list, tuple)):
+        items = [rebuild_outputs(item, results) for item in template]
+        return type(template)(*items) if hasattr(template, "_fields") else type(template)(items)
+    if isinstance(template, dict):
+        return {key: rebuild_outputs(item, results) for key, item in template.items()}
+    return template

@@ -12,6 +12,7 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards
+from .capture import rebuild_outputs
 from .python_state import tensor_attributes
 
 
@@ -53,7 +54,7 @@ class GraphExecutor:
         if plan is None and self.tvm is not None:
             self.tvm.after_mxnet_run(self, inputs)
         outputs = results[:capture.num_outputs]
-        return Run(outputs[0] if capture.out_format is None else outputs)
+        return Run(rebuild_outputs(capture.out_format, outputs))
 
     def _cached_op(self):
         if not autograd.is_recording():

@@ -4,7 +4,7 @@ leaves a trace without side effects."""
 import mxnet as mx
 
 from . import tracing
-from .transpiler import global_containers, global_state
+from .transpiler import global_reads
 
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
 NUMBER_TYPES = (bool, int, float)
@@ -27,6 +27,28 @@ def python_state(block, unkeyed=frozenset()):
     return tuple(item for item in _block_state(block) if item[0] not in unkeyed) + global_state()
 
 
+def global_containers():
+    """The module-level lists, dicts and sets converted code reads."""
+    return [namespace[name] for namespace, names in global_reads() for name in names
+            if isinstance(namespace.get(name), (list, dict, set))]
+
+
+def global_state():
+    """Module-level values converted code reads that it may branch on: simple values,
+    and the contents of containers (contents_key)."""
+    values = []
+    for namespace, names in global_reads():
+        module = namespace.get("__name__", "?")
+        for name in sorted(names):
+            value = namespace.get(name)
+            # Qualified: modules may use the same name for different values.
+            if isinstance(value, (bool, int, float, str)):
+                values.append(("%s.%s" % (module, name), value))
+            elif isinstance(value, (list, dict, set)):
+                values.append(("%s.%s" % (module, name), contents_key(value)))
+    return tuple(values)
+
+
 def _block_state(block):
     values = []
 
@@ -36,8 +58,10 @@ def _block_state(block):
                                   if name[0] != "_" and not isinstance(value, _SKIPPED_TYPES)):
             if _is_simple(value):
                 values.append((path + name, value))
-            elif isinstance(value, (list, dict, set)):
+            elif is_tensor_value(value):    # state: its arrays are graph inputs
                 values.append((path + name, ("len", len(value))))
+            elif isinstance(value, (list, dict, set)):
+                values.append((path + name, contents_key(value)))
         for child_name, child in node._children.items():
             # Which block: a replaced layer is a different graph (its parameters
             # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
@@ -46,6 +70,30 @@ def _block_state(block):
 
     visit(block, "")
     return tuple(values)
+
+
+# Items of a container keyed one by one; a larger one is keyed by its length and
+# identity (a graph that read its contents would need a key as large).
+MAX_KEYED_ITEMS = 256
+
+
+def contents_key(container):
+    """What a graph traced on a list, dict or set of Python values depends on: its
+    simple items by value, others (arrays, objects) by identity; graphs keep what
+    they captured alive, so identities stay unique."""
+    if len(container) > MAX_KEYED_ITEMS:
+        return ("large", len(container), id(container))
+    items = sorted(container.items(), key=repr) if isinstance(container, dict) else \
+        sorted(container, key=repr) if isinstance(container, set) else container
+    return ("contents", tuple(_item_key(item) for item in items))
+
+
+def _item_key(item):
+    if _is_simple(item):
+        return item
+    if isinstance(item, (list, tuple)):
+        return tuple(_item_key(part) for part in item)
+    return ("id", id(item))
 
 
 def block_tree(block):
@@ -128,8 +176,8 @@ class Rollback:
     FallbackRequired if it stored graph values into containers or changed other
     Python values."""
 
-    def __init__(self, block, number_paths=frozenset()):
-        self.block = block
+    def __init__(self, block, where, number_paths=frozenset()):
+        self.block, self.where = block, where
         self.number_paths = number_paths
         self.saved = public_attributes(block)
         self.containers = [(container, container.copy()) for container in
@@ -155,7 +203,7 @@ class Rollback:
             self.undo(everything=True)
             raise tracing.FallbackRequired(
                 "the forward stores graph values into %s (a %s it keeps), which a graph cannot "
-                "write back" % leaked, type(self.block).__name__)
+                "write back" % leaked, self.where)
         before = dict(self.values_before)
         changed = [name for name, value in python_state(self.block)
                    if name in before and before[name] != value]
@@ -164,7 +212,7 @@ class Rollback:
             # (from this call on, so that they happen once per call).
             self.undo(everything=True)
             raise tracing.FallbackRequired("the forward changes Python state (%s) while it runs"
-                                           % ", ".join(changed), type(self.block).__name__)
+                                           % ", ".join(changed), self.where)
 
     def undo(self, everything):
         """Put public attributes back as they were: all of them (and the containers'

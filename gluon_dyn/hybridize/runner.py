@@ -12,11 +12,12 @@ import warnings
 from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
-from ..origin import user_stacklevel
-from . import arguments, speculation, tracing
+from ..origin import function_location, user_stacklevel
+from . import arguments, graph_breaks, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
 from .capture import ExportError, Tracer
 from .executor import GraphExecutor
+from .segments import SegmentedForward
 from .served import CallCounts, Served
 from .speed_check import GRAPH, PYTHON, SpeedCheck
 from .transpiler import convert_block
@@ -32,17 +33,26 @@ class BlockRunner:
     """Replaces `forward` on a block hybridized with dynamic=True."""
 
     def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1,
-                 check_speed=None, backend="mxnet", backend_options=None):
+                 check_speed=None, backend="mxnet", backend_options=None, function=None,
+                 profile=None):
+        """`function`: a part of the forward (graph_breaks.py) this runner runs
+        instead of the block's forward, speculating from `profile`, the forward's
+        (recorded by source line, so it holds for its parts too)."""
         if backend not in BACKENDS:
             raise ValueError("hybridize(dynamic=True, backend=%r): the backend is one of %s"
                              % (backend, ", ".join(map(repr, BACKENDS))))
+        self.options = dict(profile_calls=profile_calls, speculate=speculate,
+                            max_guard_failures=max_guard_failures, check_speed=check_speed,
+                            backend=backend, backend_options=backend_options)
         self.block = block
-        self.original = type(block).forward.__get__(block)
-        self.forward, self.converted = convert_block(block)
-        self.profile = speculation.Profile(max_guard_failures)
-        self.profile_calls = profile_calls if speculate else 0
+        self.function = function or type(block).forward
+        self.original = self.function.__get__(block)
+        self.forward, self.converted = convert_block(block, function)
+        self.profile = profile or speculation.Profile(max_guard_failures)
+        self.profile_calls = profile_calls if speculate and profile is None else 0
         self.tracer = Tracer(block, self.forward, not isinstance(block, gluon.HybridBlock),
-                             self.profile if speculate else None)
+                             self.profile if speculate else None,
+                             function_location(function or _user_forward(block)))
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
@@ -51,6 +61,7 @@ class BlockRunner:
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
         self.guard_failures = []
         self.last_guard_failure = {}    # location -> message of its latest failed guard
+        self.segments = None            # a SegmentedForward once the forward has graph breaks
         self.running = False
         self.last_args = None           # of the latest call: what `export` traces
         self.lock = threading.RLock()
@@ -69,9 +80,17 @@ class BlockRunner:
                 return self.original(*args)
             self.running = True
             try:
+                if self.segments is not None:
+                    result, served = self.segments(args)
+                    self.calls.note(served)
+                    return result
                 return self._call(args)
             finally:
                 self.running = False
+
+    def served_on_graphs(self):
+        """Whether the latest call ran on graphs (or graph segments)."""
+        return self.calls.last is not None and self.calls.last.on_graph
 
     def _call(self, args):
         if self.calls.total < self.profile_calls:
@@ -99,7 +118,12 @@ class BlockRunner:
         except ControlFlowError:
             raise
         except tracing.FallbackRequired as error:
-            return self._fall_back(str(error), args)
+            refused = self._split(error) if error.breakable else None
+            if self.segments is not None:
+                result, served = self.segments(args)
+                self.calls.note(served)
+                return result
+            return self._fall_back(str(error) + ("; %s" % refused if refused else ""), args)
         except Exception as error:  # noqa: BLE001 - sorted out by running the call as written
             return self._after_trace_error(error, args)
         self.ladder.note_reads(capture.shape_reads)
@@ -143,6 +167,24 @@ class BlockRunner:
         with speculation.profiling(self.profile):
             return self.forward(*args)
 
+    def _split(self, error):
+        """Split a plain Block's forward at the graph break `error` names into
+        graph segments (self.segments); else why not."""
+        if isinstance(self.block, gluon.HybridBlock):
+            return "a HybridBlock's hybrid_forward is not split into graph segments"
+        try:
+            parts = graph_breaks.split(self.function, error.location)
+        except graph_breaks.CannotSplit as reason:
+            return "no graph segments around it: %s" % reason
+        self.segments = SegmentedForward(
+            self.block, parts, lambda function: BlockRunner(
+                self.block, function=function, profile=self.profile, **self.options),
+            [{"at": error.location, "why": error.reason}])
+        warnings.warn("gluon_dyn: %s.%s runs as graph segments around %s: %s"
+                      % (type(self.block).__name__, self.function.__name__, error.location,
+                         error.reason), stacklevel=user_stacklevel())
+        return None
+
     def _after_trace_error(self, error, args):
         """A trace stopped on an unexpected error. If the call as written raises too,
         that is the program's behaviour (say, a shape error), raised as Python raises
@@ -166,8 +208,8 @@ class BlockRunner:
 
     def _give_up(self, reason):
         self.fallback = reason
-        warnings.warn("gluon_dyn: %s.forward runs imperatively: %s" % (type(self.block).__name__,
-                                                                        reason),
+        warnings.warn("gluon_dyn: %s.%s runs imperatively: %s" % (
+                          type(self.block).__name__, self.function.__name__, reason),
                       stacklevel=user_stacklevel())
 
     def export_capture(self, options):
@@ -204,5 +246,12 @@ class BlockRunner:
                                    % (self.profile.failures[where], self.last_guard_failure[where])
                                    for where in sorted(self.profile.relaxed)},
                 "cache_misses": list(self.cache.miss_reasons),
+                "graph_segments": self.segments.report() if self.segments is not None else None,
                 "statements": {where: str(fate)
                                for where, fate in sorted(self.tracer.statements.items())}}
+
+
+def _user_forward(block):
+    """The method of `block` its user wrote: hybrid_forward, or a plain Block's forward."""
+    return type(block).hybrid_forward if isinstance(block, gluon.HybridBlock) else \
+        type(block).forward

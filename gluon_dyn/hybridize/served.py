@@ -11,10 +11,12 @@ class Served(enum.Enum):
     SPEED_CHECK = "as written: timed against the graph"
     FALLBACK = "as written: the block runs as Python"
     RAISED = "as written: the trace stopped on an error the program raises"
+    SEGMENTS = "graph segments around statements that run as Python (graph breaks)"
+    SEGMENTS_IN_PYTHON = "graph segments around graph breaks, some of which ran as Python"
 
     @property
     def on_graph(self):
-        return self is Served.GRAPH
+        return self in (Served.GRAPH, Served.SEGMENTS)
 
 
 class CallCounts:
@@ -31,11 +33,13 @@ class CallCounts:
         return sum(self.counts.values())
 
     def report(self):
-        """{"total", "graph", "after_profiling", "graph_share_after_profiling", "last",
-        and a count per way of serving}: shares are fractions (None before any call)."""
+        """{"total", "graph" (calls on graphs, or on graph segments around graph
+        breaks), "after_profiling", "graph_share_after_profiling", "last", and a count
+        per way of serving}: shares are fractions (None before any call)."""
         after = self.total - self.counts[Served.PROFILING]
-        return {"total": self.total, "graph": self.counts[Served.GRAPH],
+        on_graphs = sum(count for served, count in self.counts.items() if served.on_graph)
+        return {"total": self.total, "graph": on_graphs,
                 "after_profiling": after,
-                "graph_share_after_profiling": self.counts[Served.GRAPH] / after if after else None,
+                "graph_share_after_profiling": on_graphs / after if after else None,
                 "last": self.last.name.lower() if self.last else None,
                 "by_kind": {served.name.lower(): self.counts[served] for served in Served}}

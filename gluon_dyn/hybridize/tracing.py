@@ -12,12 +12,16 @@ _local = threading.local()
 
 
 class FallbackRequired(Exception):
-    """The traced code did something a graph cannot replay; run it as Python instead."""
+    """The traced code did something a graph cannot replay; run it as Python instead.
+    `breakable`: a statement that must run as Python with real values (a host read,
+    `print`), around which the forward can be split into graph segments
+    (graph_breaks.py)."""
 
-    def __init__(self, reason, location):
+    def __init__(self, reason, location, breakable=False):
         super().__init__("%s: %s" % (location, reason))
         self.reason = reason
         self.location = location
+        self.breakable = breakable
 
 
 class Trace:
@@ -173,7 +177,7 @@ def refusing_host_read(name, original):
             return original(symbol, *args, **kwargs)
         raise FallbackRequired("`%s` reads a tensor's value into Python (a host read); the "
                                "forward needs the value, so it runs as Python" % name.strip("_"),
-                               user_location())
+                               user_location(), breakable=True)
     return method
 
 

@@ -63,26 +63,9 @@ def _global_names(code):
     return names
 
 
-def global_containers():
-    """The module-level lists, dicts and sets converted code reads."""
-    return [namespace[name] for namespace, names in _global_reads.values() for name in names
-            if isinstance(namespace.get(name), (list, dict, set))]
-
-
-def global_state():
-    """Module-level values converted code reads that it may branch on: simple values,
-    and the lengths of containers."""
-    values = []
-    for namespace, names in _global_reads.values():
-        module = namespace.get("__name__", "?")
-        for name in sorted(names):
-            value = namespace.get(name)
-            # Qualified: modules may use the same name for different values.
-            if isinstance(value, (bool, int, float, str)):
-                values.append(("%s.%s" % (module, name), value))
-            elif isinstance(value, (list, dict, set)):
-                values.append(("%s.%s" % (module, name), ("len", len(value))))
-    return tuple(values)
+def global_reads():
+    """(module globals, names its converted functions read), per module."""
+    return list(_global_reads.values())
 
 
 def convert(function):
@@ -98,21 +81,23 @@ def converted_source(function):
     return malt.to_code(getattr(function, "__func__", function))
 
 
-def convert_block(block):
+def convert_block(block, function=None):
     """Convert what `hybridize(dynamic=True)` runs for `block`; returns (the converted
     forward, the names of the converted methods).
 
-    A plain Block's forward is converted, and its plain child Blocks' forwards in
-    place: code written for NDArrays. For a HybridBlock, MXNet's own forward calls
-    hybrid_forward with Symbols while tracing: the hybrid_forward methods of the
-    tree's user-written HybridBlocks are converted in place (code written for `F`).
+    A plain Block's forward (or `function`, a part of it: graph_breaks.py) is
+    converted, and its plain child Blocks' forwards in place: code written for
+    NDArrays. For a HybridBlock, MXNet's own forward calls hybrid_forward with
+    Symbols while tracing: the hybrid_forward methods of the tree's user-written
+    HybridBlocks are converted in place (code written for `F`).
     """
     if isinstance(block, gluon.HybridBlock):
         forward, names, method = type(block).forward.__get__(block), [], "hybrid_forward"
         converting = _user_hybrid_blocks(block)
     else:
-        forward = convert(type(block).forward).__get__(block)
-        names, method = ["%s.forward" % type(block).__name__], "forward"
+        function = function or type(block).forward
+        forward = convert(function).__get__(block)
+        names, method = ["%s.%s" % (type(block).__name__, function.__name__)], "forward"
         converting = _plain_children(block)
     for node in converting:
         setattr(node, method, convert(getattr(type(node), method)).__get__(node))

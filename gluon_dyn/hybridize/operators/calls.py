@@ -35,7 +35,8 @@ _UNREPLAYABLE = {id(print): "print() must run on every call"}
 def _refuse_while_tracing(function):
     def guarded(*args, **kwargs):
         if tracing.current() is not None:
-            raise tracing.FallbackRequired(_UNREPLAYABLE[id(function)], caller_location())
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(function)], caller_location(),
+                                           breakable=True)
         return function(*args, **kwargs)
     return guarded
 
@@ -69,7 +70,7 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
         effects.note_append(f.__self__)
     if trace is not None:
         if id(f) in _UNREPLAYABLE:
-            raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location(), breakable=True)
         if id(f) in _symbolic:
             f = _symbolic[id(f)]
             args, kwargs = _captured(args, kwargs, trace)
@@ -108,5 +109,6 @@ def entered_context(manager):
     """A context manager about to be entered by converted code."""
     if tracing.current() is not None:
         raise tracing.FallbackRequired("`with %s` enters and exits a context manager on every call"
-                                       % type(manager).__name__, caller_location())
+                                       % type(manager).__name__, caller_location(),
+                                       breakable=True)
     return manager
