@@ -6,7 +6,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 MX_DIR = $(shell $(PY) -c "import os, mxnet; print(os.path.dirname(mxnet.__file__))" 2>/dev/null)
-NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc) $(wildcard src/operator/control_flow/*.h)
+NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc) $(wildcard src/operator/control_flow/*.h) \
+    src/ndarray/version.cc
+# src/ndarray/ reads MXNet's NDArray through its C++ header, whose layout depends on
+# how the wheel was built (oneDNN); mshadow must not look for a cblas.h.
+MX_MKLDNN = $(shell $(PY) -c "import mxnet; print(int(mxnet.runtime.Features().is_enabled('MKLDNN')))" 2>/dev/null)
+NDARRAY_FLAGS = -I$(MX_DIR)/include/mkldnn -DMXNET_USE_MKLDNN=$(MX_MKLDNN) -DMSHADOW_USE_CBLAS=0 \
+    -DMSHADOW_USE_MKL=0 -DMSHADOW_USE_CUDA=0 -DDMLC_USE_CXX11=1
 NATIVE_LIB := gluon_dyn/_lib/libgluon_dyn_ops.so
 CXXFLAGS ?= -O2 -std=c++17 -fPIC -Wall
 
@@ -26,7 +32,7 @@ native: $(NATIVE_LIB)
 
 $(NATIVE_LIB): $(STAMP) $(NATIVE_SRC)
 	mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -shared -I$(MX_DIR)/include \
+	$(CXX) $(CXXFLAGS) -shared -I$(MX_DIR)/include $(NDARRAY_FLAGS) \
 	    $(filter %.cc,$(NATIVE_SRC)) $(MX_DIR)/src/lib_api.cc -o $@
 
 test: setup

@@ -1,7 +1,9 @@
 """A graph run as segments: TVM where it compiles and measures faster, MXNet elsewhere.
 
 The graph is partitioned (partition.py); each TVM segment is compiled (weights
-stay inputs, so one compiled plan serves updated parameters) and timed on the
+stay inputs, so one compiled plan serves updated parameters; what depends on
+parameters only is prepared when they change, see runtime.CompiledFunction) and
+timed on the
 example inputs against the same segment as an MXNet CachedOp; the faster one
 runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
 CachedOps. Finally the whole plan is timed against one CachedOp of the whole
@@ -60,6 +62,10 @@ class SegmentedGraph:
     timed on); `symbolic_dims` ({"data": {0: "batch"}}) leaves dimensions open so
     one plan serves several sizes. `tune` (a number of meta-schedule trials)
     tunes each TVM segment first; the tuning database is kept in the cache.
+    `parameter_names` are the inputs that change rarely (weights: work on them
+    alone is prepared once per change); by default the inputs no operator takes
+    as its first argument (Graph.weight_like_inputs). Any input may change at any
+    call either way: the choice only decides what is prepared ahead.
 
     After construction: `steps` (a Step per segment, in order), `uses_whole_graph`
     (one MXNet CachedOp of the graph measured faster and serves calls),
@@ -68,7 +74,7 @@ class SegmentedGraph:
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
-                 choose_by_measurement=True, tune=None):
+                 choose_by_measurement=True, tune=None, parameter_names=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
@@ -96,6 +102,8 @@ class SegmentedGraph:
         # 1.9.1 knows the output shapes of _cond/_while_loop only once they ran.
         self.static_shape = not symbolic_dims and not graph.holds_ops(UNINFERABLE_OPS)
         self.symbol = symbol
+        self.parameter_names = set(graph.weight_like_inputs() if parameter_names is None
+                                   else parameter_names)
         segments = partition(graph, shapes, dtypes, symbolic_dims,
                              example_inputs=dict(zip(input_names, example_inputs)))
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
@@ -133,8 +141,8 @@ class SegmentedGraph:
     def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
         """Make `step` run its segment on TVM; if that fails, it stays in MXNet, noted."""
         try:
-            module, input_order, output_order = build_segment(self.graph, step.segment, shapes,
-                                                              dtypes, symbolic_dims)
+            module, input_order, output_order = build_segment(
+                self.graph, step.segment, shapes, dtypes, symbolic_dims, self.parameter_names)
             if tune:
                 step.tune_s = tune_module(module, trials=tune, cache_dir=cache_dir)["seconds"]
             start = time.perf_counter()
