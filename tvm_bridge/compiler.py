@@ -5,7 +5,8 @@ polynomials (fast_math.py), independent matmuls sharing a weight
 batched (batch_matmuls.py), weights read in packed panels (packed_weights.py)
 and, for a module that says which inputs are parameters, the work that depends
 on parameters only lifted into a function of its own, run when they change
-(Relax's LiftTransformParams: PREPARE_FUNCTION), legalisation and fusion (TVM's
+(Relax's LiftTransformParams: PREPARE_FUNCTION), the branches of a relax.If as
+functions of their own (outline_branches.py), legalisation and fusion (TVM's
 CPU passes), then tuned schedules from this module's meta-schedule database if
 there is one, then dlight default schedules for the rest, then the VM lowering
 passes.
@@ -23,6 +24,7 @@ from tvm.s_tir import dlight, meta_schedule
 from . import cache
 from .batch_matmuls import batch_shared_matmuls
 from .fast_math import fast_math
+from .outline_branches import outline_branches
 from .packed_weights import pack_parameter_matmuls, panel_width
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
 from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SpatialLanesReduction,
@@ -74,7 +76,7 @@ def fuse(mod, target):
         mod = fast_math(relax.transform.EliminateCommonSubexpr()(mod))
         mod = pack_parameter_matmuls(batch_shared_matmuls(mod), panel_width(lanes(target)))
         # A no-op for modules without "num_input" (nothing is known to be a parameter).
-        mod = relax.transform.LiftTransformParams()(mod)
+        mod = outline_branches(relax.transform.LiftTransformParams()(mod))
         return tvm.transform.Sequential(passes)(mod)
 
 

@@ -26,15 +26,14 @@ def _build(graph, nodes, inputs, input_types, outputs, num_data=None):
     bb = relax.BlockBuilder()
     attrs = None if num_data is None else {"num_input": num_data}
     with bb.function(ENTRY, params, attrs=attrs):
-        with bb.dataflow():
-            ctx = Context(bb)
-            for index in nodes:
-                node = graph.nodes[index]
-                results = convert_node(ctx, node, [values[ref] for ref in node.inputs])
-                values.update(((index, k), out) for k, out in enumerate(results))
-            result = bb.emit_output(relax.Tuple([values[ref] for ref in outputs]))
-        bb.emit_func_output(result)
-    return bb.get()
+        ctx = Context(bb)
+        for index in nodes:
+            node = graph.nodes[index]
+            results = convert_node(ctx, node, [values[ref] for ref in node.inputs])
+            values.update(((index, k), out) for k, out in enumerate(results))
+        bb.emit_func_output(relax.Tuple([values[ref] for ref in outputs]))
+    # The work between relax.If nodes as dataflow blocks, which fusion needs.
+    return relax.transform.ConvertToDataflow()(bb.get())
 
 
 def build_segment(graph, segment, input_shapes, input_dtypes=None, symbolic_dims=None,

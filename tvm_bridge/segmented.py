@@ -295,13 +295,15 @@ class SegmentedGraph:
         measurements: when, medians, outcome) and, per segment, its backend, op
         count, ops ({op: count}), last times (ms) of each backend tried and its
         choice, compile and tuning seconds (0 when loaded from the cache; None
-        when not done) and boundary reasons; and the calls run as one MXNet graph
-        because a value typed by running differed (with the last reasons)."""
+        when not done), how often its parameters were prepared, and boundary
+        reasons; the inputs taken as parameters; and the calls run as one MXNet
+        graph because a value typed by running differed (with the last reasons)."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "choice": None if self.choice is None else self.choice.report(),
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "parameters": sorted(self.parameter_names),
             "types_changed": {"calls": self.types_changed_calls,
                               "last": list(self._types_changed_last)},
             "segments": [{"backend": step.backend, "convertible": step.segment.kind == TVM,
@@ -309,6 +311,8 @@ class SegmentedGraph:
                           "op_names": _op_counts(self.graph, step.segment.nodes),
                           "times_ms": step.times_ms, "compile_s": step.compile_s,
                           "choice": step.choice.report() if step.choice else None,
+                          "preparations": (None if step.function is None else
+                                           step.function.preparations),
                           "tune_s": step.tune_s,
                           "reasons": list(step.segment.reasons) + (
                               [step.note] if step.note else [])}
