@@ -35,8 +35,8 @@ def load():
             return LIBRARY_PATH
         if not os.path.isfile(LIBRARY_PATH):
             raise ImportError(
-                "gluon_dyn native operator library not found at %s; "
-                "build it with `make native`" % LIBRARY_PATH)
+                "gluon_dyn native operator library not found at %s; installing gluon_dyn "
+                "builds it (`pip install .`, or `make setup` in a clone)" % LIBRARY_PATH)
         # MXNet accepts re-registering an op only once, so a second load of the
         # same library (e.g. after importlib.reload of this module) is skipped.
         if not (hasattr(mx.nd, ASSERT_OP) and hasattr(mx.sym, GRAD_TIE_OP)):
