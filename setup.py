@@ -52,6 +52,13 @@ class OperatorLibraryBuild(build_ext):
         finally:
             self.compiler.compile = compile_sources
 
+    def copy_extensions_to_source(self):
+        # Editable installs copy the library into the source tree, into a folder
+        # that is no package, so nothing else creates it.
+        for ext in self.extensions:
+            os.makedirs(os.path.dirname(self.get_ext_filename(ext.name)), exist_ok=True)
+        super().copy_extensions_to_source()
+
     def get_ext_filename(self, fullname):
         # A library MXNet loads (mx.library.load), not a Python module: no ABI suffix.
         return os.path.join(*fullname.split(".")) + ".so"
