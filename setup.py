@@ -4,6 +4,7 @@ Metadata and pinned dependencies are in pyproject.toml; build_support/backend.py
 makes pip install the pinned mxnet for the build.
 """
 import concurrent.futures
+import copy
 import glob
 import importlib.util
 import os
@@ -36,8 +37,11 @@ class OperatorLibraryBuild(build_ext):
 
     def build_extension(self, ext):
         mxnet = mxnet_dir()
-        ext.include_dirs.append(os.path.join(mxnet, "include"))
-        ext.sources.append(os.path.join(mxnet, "src", "lib_api.cc"))
+        # Added for this build only: setuptools lists ext.sources afterwards too
+        # (editable installs), and they must be paths inside the project.
+        ext = copy.copy(ext)
+        ext.include_dirs = ext.include_dirs + [os.path.join(mxnet, "include")]
+        ext.sources = ext.sources + [os.path.join(mxnet, "src", "lib_api.cc")]
         compile_sources = self.compiler.compile
 
         def compile_in_parallel(sources, *args, **kwargs):
