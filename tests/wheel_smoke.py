@@ -19,27 +19,13 @@ from mxnet import gluon
 import gluon_dyn
 from gluon_dyn import native
 from gluon_dyn.ops import cond, while_loop
+from storm_programs import HIDDEN, AlternatingBranch  # beside this file
 
 
 def check(what, condition, detail=""):
     if not condition:
         sys.exit("wheel smoke test FAILED: %s %s" % (what, detail))
     print("ok:", what)
-
-
-class Gate(gluon.Block):
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.dense = gluon.nn.Dense(4, in_units=4)
-
-    def forward(self, x):
-        h = self.dense(x)
-        if mx.nd.sum(x) > 0:
-            h = mx.nd.tanh(h)
-        else:
-            h = mx.nd.relu(h) * 2
-        return h
 
 
 class Refine(gluon.HybridBlock):
@@ -56,7 +42,7 @@ class Refine(gluon.HybridBlock):
 
 
 def dynamic_block_runs_as_a_graph():
-    imperative, dynamic = Gate(), Gate()
+    imperative, dynamic = AlternatingBranch(), AlternatingBranch()
     for net in (imperative, dynamic):
         net.initialize(mx.init.Constant(0.1))
     dynamic.hybridize(dynamic=True, check_speed=False)
@@ -64,7 +50,7 @@ def dynamic_block_runs_as_a_graph():
     # assumes it, the fifth goes the other way: the guard fails inside the graph.
     signs = [1, 1, 1, 1, -1, -1]
     for call, sign in enumerate(signs):
-        x = mx.nd.array(np.random.RandomState(call).uniform(0.1, 1, (2, 4)) * sign)
+        x = mx.nd.array(np.random.RandomState(call).uniform(0.1, 1, (2, HIDDEN)) * sign)
         np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(), rtol=1e-5)
     report = gluon_dyn.hybridize.report(dynamic)
     check("a dynamic block ran as a graph, its guard failed inside it",
