@@ -24,6 +24,7 @@ ASSERT_OP = "gluon_dyn_assert"
 GRAD_TIE_OP = "gluon_dyn_grad_tie"
 # The C++ op writes exactly this before the user's message.
 ASSERT_PREFIX = "gluon_dyn assumption failed: "
+REBUILD = "installing gluon_dyn builds it (`pip install .`, or `make setup` in a clone)"
 
 _loaded = False
 _load_lock = threading.Lock()
@@ -36,9 +37,8 @@ def load():
         if _loaded:
             return LIBRARY_PATH
         if not os.path.isfile(LIBRARY_PATH):
-            raise ImportError(
-                "gluon_dyn native operator library not found at %s; "
-                "build it with `make native`" % LIBRARY_PATH)
+            raise ImportError("gluon_dyn native operator library not found at %s; %s"
+                              % (LIBRARY_PATH, REBUILD))
         # MXNet accepts re-registering an op only once, so a second load of the
         # same library (e.g. after importlib.reload of this module) is skipped.
         if not (hasattr(mx.nd, ASSERT_OP) and hasattr(mx.sym, GRAD_TIE_OP)):
@@ -57,7 +57,7 @@ def _version_reader():
     function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_version", None)
     if function is None:
         warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_version (built from older "
-                      "sources?); rebuild it with `make native`" % LIBRARY_PATH)
+                      "sources?); %s" % (LIBRARY_PATH, REBUILD))
         return None
     function.restype, function.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
 
@@ -72,8 +72,8 @@ def _version_reader():
     probe[:] = 1
     probe.wait_to_read()
     if version(probe) != before + 1:
-        warnings.warn("gluon_dyn: %s reads array versions wrongly (built for another MXNet?); "
-                      "rebuild it with `make native`" % LIBRARY_PATH)
+        warnings.warn("gluon_dyn: %s reads array versions wrongly (built for another MXNet?); %s"
+                      % (LIBRARY_PATH, REBUILD))
         return None
     return version
 
