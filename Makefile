@@ -1,43 +1,49 @@
-# `make test` and `make demo` set everything up from nothing: .venv, pinned
-# dependencies, the editable install and the C++ operator library. Each step is
-# a file target, so re-running does no work that is already done.
+# `make test` and `make demo` set everything up from nothing: .venv, then this
+# tree installed into it by pip (editable) with the pins of pyproject.toml, which
+# builds the C++ operator library into gluon_dyn/_lib/ (setup.py), exactly as
+# `pip install .` does for users. The install is a file target (the library), so
+# re-running does no work that is already done.
 PYTHON_BOOTSTRAP ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
-MX_DIR = $(shell $(PY) -c "import os, mxnet; print(os.path.dirname(mxnet.__file__))" 2>/dev/null)
-NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc) $(wildcard src/operator/control_flow/*.h)
 NATIVE_LIB := gluon_dyn/_lib/libgluon_dyn_ops.so
-CXXFLAGS ?= -O2 -std=c++17 -fPIC -Wall
+PACKAGING := pyproject.toml setup.py MANIFEST.in build_support/backend.py
+NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc src/operator/control_flow/*.h) \
+    src/ndarray/version.cc
 
-.PHONY: setup test demo native clean
+.PHONY: setup test demo clean wheel-test
 
-setup: $(STAMP) $(NATIVE_LIB)
+setup: $(NATIVE_LIB)
 
 $(PY):
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
 
-$(STAMP): $(PY) requirements.txt setup.py
-	$(PY) -m pip install -q wheel -r requirements.txt
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+# pip compiles the library in its own build environment (with the pinned mxnet);
+# touch: setuptools leaves an up-to-date library as it was.
+$(NATIVE_LIB): $(PY) $(PACKAGING) $(NATIVE_SRC)
+	$(PY) -m pip install -q -e '.[tvm,tests]'
+	touch $@
 
-native: $(NATIVE_LIB)
-
-$(NATIVE_LIB): $(STAMP) $(NATIVE_SRC)
-	mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -shared -I$(MX_DIR)/include \
-	    $(filter %.cc,$(NATIVE_SRC)) $(MX_DIR)/src/lib_api.cc -o $@
-
-test: setup
+test: setup wheel-test
 	$(PY) -m pytest tests
 
 demo: setup
 	$(PY) examples/demo.py
 	$(PY) examples/dynamic_demo.py
 
+# A wheel built by `python -m build` (sdist, then the wheel from it) from a clean
+# clone of the current commit, installed with its dependencies alone into a fresh
+# virtual environment, and smoke-tested there from outside the source tree.
+wheel-test: setup
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	git clone -q "$(CURDIR)" "$$tmp/clone" && \
+	$(PY) -m build -q --outdir "$$tmp/dist" "$$tmp/clone" && \
+	$(PYTHON_BOOTSTRAP) -m venv "$$tmp/venv" && \
+	"$$tmp/venv/bin/python" -m pip install -q "$$tmp"/dist/*.whl && \
+	cd "$$tmp" && "$$tmp/venv/bin/python" clone/tests/wheel_smoke.py
+
 clean:
-	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info
+	rm -rf $(VENV) gluon_dyn/_lib build dist *.egg-info
 
 # Optional: PyTorch (CPU) for the context columns of the benchmarks; never a
 # dependency of gluon_dyn itself.

@@ -24,6 +24,7 @@ def run_storm(storm, **hybridize_options):
     for call in range(CALLS):
         outputs, grads = [], []
         for block in (imperative, dynamic):
+            block.prepare_call(call)
             args = block.arguments(call)
             args[0].attach_grad()
             # A call that skips the layer leaves its stale gradient imperatively and
