@@ -8,7 +8,10 @@ from . import ops
 from . import export
 from . import block_checks
 from . import hybridize
+from . import horovod_trainer
 from .ops import cond, foreach, while_loop, ControlFlowError
+
+horovod_trainer.install()
 
 __version__ = "0.1.0"
 __all__ = ["ops", "cond", "foreach", "while_loop", "ControlFlowError"]
