@@ -57,7 +57,7 @@ def parse_args(name, description, defaults, add_arguments, argv):
     parser.add_argument("--resume", action="store_true",
                         help="continue from the checkpoint in --checkpoint")
     parser.add_argument("--plot", help="loss-curve PNG (default: %s-loss.png)" % name)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (the final line still prints)")
     add_arguments(parser)
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint:
@@ -116,10 +116,9 @@ def main(name, description, build, defaults, add_arguments=lambda parser: None, 
             plot.loss_curve(path, losses, "%s%s, %d steps" % (
                 name, " (dynamic)" if args.dynamic else "", len(losses)))
             result["plot"] = os.path.abspath(path)
-        if not args.quiet:
-            print("%s: %s; %s samples/s%s" % (
-                name, ", ".join("%s %.4g" % item for item in metrics.items()),
-                "%.1f" % result["throughput"] if result["throughput"] else "-",
-                "; loss curve " + result["plot"] if "plot" in result else ""))
+        print("%s: %s; %s samples/s%s" % (
+            name, ", ".join("%s %.4g" % item for item in metrics.items()),
+            "%.1f" % result["throughput"] if result["throughput"] else "-",
+            "; loss curve " + result["plot"] if "plot" in result else ""))
     workers.shutdown()
     return result
