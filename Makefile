@@ -81,3 +81,9 @@ FUZZ_MINUTES ?= 5
 .PHONY: fuzz
 fuzz: setup
 	FUZZ_MINUTES=$(FUZZ_MINUTES) $(PY) tests/fuzz.py
+
+# The JANUS workloads (examples/train) imperative vs dynamic vs TVM, and the
+# Horovod scale factor: writes docs/benchmarks.md and its plots (~15 minutes).
+.PHONY: report
+report: setup
+	$(PY) benchmarks/training_report.py

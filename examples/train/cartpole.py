@@ -103,7 +103,7 @@ class CartPoleTraining(trainkit.Training):
         self.net = Policy(args.hidden, args.layers, prefix="policy_")
         self.net.initialize(mx.init.Xavier())
         if args.dynamic:
-            self.net.hybridize(dynamic=True)
+            self.net.hybridize(dynamic=True, backend=args.backend)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr})
         self.blocks, self.trainers = {"policy": self.net}, {"policy": self.trainer}
@@ -136,6 +136,11 @@ class CartPoleTraining(trainkit.Training):
                 "training mean return (last %d episodes)" % len(recent):
                     float(np.mean(recent)) if recent else 0.0}
 
+    def infer(self, rng):
+        """One decision for each of --batch-size cart-poles."""
+        envs = CartPoles(self.args.batch_size, rng)
+        return self.net(mx.nd.array(envs.state))[0].exp(), self.args.batch_size
+
 
 def add_arguments(parser):
     parser.add_argument("--hidden", type=int, default=64)
@@ -143,9 +148,12 @@ def add_arguments(parser):
     parser.add_argument("--gamma", type=float, default=0.99)
 
 
+NAME, TRAINING = "cartpole", CartPoleTraining
+DEFAULTS = {"steps": 150, "batch_size": 20, "lr": 0.01}
+
+
 def main(argv=None):
-    return trainkit.main("cartpole", __doc__, CartPoleTraining,
-                         {"steps": 150, "batch_size": 20, "lr": 0.01}, add_arguments, argv)
+    return trainkit.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

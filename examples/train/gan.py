@@ -79,7 +79,7 @@ class GanTraining(trainkit.Training):
         for net in (self.generator, self.discriminator):
             net.initialize(mx.init.Xavier())
             if args.dynamic:
-                net.hybridize(dynamic=True)
+                net.hybridize(dynamic=True, backend=args.backend)
         options = {"learning_rate": args.lr, "beta1": 0.5}
         self.g_trainer = workers.trainer(self.generator.collect_params(), "adam", options, "g")
         self.d_trainer = workers.trainer(self.discriminator.collect_params(), "adam", options, "d")
@@ -118,14 +118,20 @@ class GanTraining(trainkit.Training):
                 "untrained generator": self.untrained_distance,
                 "training images": frechet_distance(self.real, self.test)}
 
+    def infer(self, rng):
+        return self.generate(self.args.batch_size, rng), self.args.batch_size
+
 
 def add_arguments(parser):
     parser.add_argument("--hidden", type=int, default=128)
 
 
+NAME, TRAINING = "gan", GanTraining
+DEFAULTS = {"steps": 1500, "batch_size": 128, "lr": 0.0005}
+
+
 def main(argv=None):
-    return trainkit.main("gan", __doc__, GanTraining,
-                         {"steps": 1500, "batch_size": 128, "lr": 0.0005}, add_arguments, argv)
+    return trainkit.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class DigitsTraining(trainkit.Training):
         self.net = LeNet(prefix="lenet_")
         self.net.initialize(mx.init.Xavier())
         if args.dynamic:
-            self.net.hybridize(dynamic=True)
+            self.net.hybridize(dynamic=True, backend=args.backend)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr})
         self.blocks, self.trainers = {"lenet": self.net}, {"lenet": self.trainer}
@@ -67,10 +67,17 @@ class DigitsTraining(trainkit.Training):
         predicted = self.predict(self.test_x).asnumpy()
         return {"test accuracy": float((predicted == self.test_y).mean())}
 
+    def infer(self, rng):
+        rows = rng.choice(len(self.test_x), self.args.batch_size, replace=False)
+        return self.net(mx.nd.array(self.test_x[rows])), len(rows)
+
+
+NAME, TRAINING = "lenet", DigitsTraining
+DEFAULTS = {"steps": 600, "batch_size": 50, "lr": 0.002}
+
 
 def main(argv=None):
-    return trainkit.main("lenet", __doc__, DigitsTraining,
-                         {"steps": 600, "batch_size": 50, "lr": 0.002}, argv=argv)
+    return trainkit.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

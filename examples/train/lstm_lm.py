@@ -66,7 +66,7 @@ class TextTraining(trainkit.Training):
         self.net = LanguageModel(len(chars), args.embed, args.hidden, prefix="lm_")
         self.net.initialize(mx.init.Xavier())
         if args.dynamic:
-            self.net.hybridize(dynamic=True)
+            self.net.hybridize(dynamic=True, backend=args.backend)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr, "clip_gradient": 1.0})
         self.blocks, self.trainers = {"lm": self.net}, {"lm": self.trainer}
@@ -108,6 +108,12 @@ class TextTraining(trainkit.Training):
         return {"validation perplexity": math.exp(total / count),
                 "unigram perplexity": self.unigram_perplexity}
 
+    def infer(self, rng):
+        """The next-character distribution over a batch of validation windows."""
+        start = rng.randint(len(self.valid_ids) - self.args.bptt * self.args.batch_size)
+        window = batchify(self.valid_ids[start:], self.args.batch_size)[:self.args.bptt]
+        return mx.nd.softmax(self.net(mx.nd.array(window))), window.size
+
 
 def add_arguments(parser):
     parser.add_argument("--bptt", type=int, default=35, help="time steps per batch")
@@ -116,9 +122,12 @@ def add_arguments(parser):
     parser.add_argument("--chars", type=int, default=0, help="use only the first N characters")
 
 
+NAME, TRAINING = "lstm_lm", TextTraining
+DEFAULTS = {"steps": 1500, "batch_size": 20, "lr": 0.005}
+
+
 def main(argv=None):
-    return trainkit.main("lstm_lm", __doc__, TextTraining,
-                         {"steps": 1500, "batch_size": 20, "lr": 0.005}, add_arguments, argv)
+    return trainkit.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ class SentimentTraining(trainkit.Training):
         self.net = CELLS[args.cell](args.embed, args.hidden, prefix="tree%s_" % args.cell)
         self.net.initialize(mx.init.Xavier())
         if args.dynamic:
-            self.net.hybridize(dynamic=True)
+            self.net.hybridize(dynamic=True, backend=args.backend)
         self.trainer = workers.trainer(self.net.collect_params(), "adagrad",
                                        {"learning_rate": args.lr, "wd": 1e-4})
         self.blocks, self.trainers = {"model": self.net}, {"model": self.trainer}
@@ -142,6 +142,9 @@ class SentimentTraining(trainkit.Training):
         predicted = [int(self.net(tree).argmax(axis=1).asscalar()) for tree in self.test_trees]
         return {"test accuracy": float(np.mean(np.array(predicted) == self.test_labels))}
 
+    def infer(self, rng):
+        return mx.nd.softmax(self.net(self.test_trees[rng.randint(len(self.test_trees))])), 1
+
 
 def add_arguments(parser):
     parser.add_argument("--cell", choices=sorted(CELLS), default="lstm")
@@ -151,9 +154,12 @@ def add_arguments(parser):
     parser.add_argument("--test-trees", type=int, default=500)
 
 
+NAME, TRAINING = "tree_sentiment", SentimentTraining
+DEFAULTS = {"steps": 800, "batch_size": 25, "lr": 0.05}
+
+
 def main(argv=None):
-    return trainkit.main("tree_sentiment", __doc__, SentimentTraining,
-                         {"steps": 800, "batch_size": 25, "lr": 0.05}, add_arguments, argv)
+    return trainkit.main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

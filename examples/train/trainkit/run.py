@@ -1,7 +1,8 @@
 """The command line and loop every training script shares.
 
 A script defines its models as plain Gluon Blocks and a `Training` (which
-blocks and trainers it has, one step, the evaluation); `main` parses the
+blocks and trainers it has, one step, the evaluation, one inference call);
+`main` parses the
 common flags, sets up the workers, resumes from a checkpoint, runs the steps
 with a progress bar, checkpoints, evaluates, and draws the loss curve.
 """
@@ -24,7 +25,9 @@ class Training:
     checkpoints); `carried()` / `carry(arrays)` get and set arrays kept from step
     to step (a dict of NDArrays); `step(index, rng)` trains on one global batch
     (this worker's share of it) and returns (sum of the per-sample losses, samples)
-    of this worker; `evaluate()` returns the final metrics (a dict)."""
+    of this worker; `evaluate()` returns the final metrics (a dict); `infer(rng)`
+    makes one inference call on fresh inputs and returns (its output, the number
+    of samples it served), for benchmarks."""
     blocks, trainers = {}, {}
 
     def carried(self):
@@ -41,12 +44,20 @@ class Training:
     def evaluate(self):
         raise NotImplementedError
 
+    def infer(self, rng):
+        raise NotImplementedError
 
-def parse_args(name, description, defaults, add_arguments, argv):
-    parser = argparse.ArgumentParser(prog=name, description=description,
+
+def parse_args(script, argv):
+    """The common flags, the script's own (its `add_arguments(parser)`), and its
+    DEFAULTS for steps, batch size and learning rate."""
+    name, defaults = script.NAME, script.DEFAULTS
+    parser = argparse.ArgumentParser(prog=name, description=script.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dynamic", action="store_true",
                         help="run the models with hybridize(dynamic=True)")
+    parser.add_argument("--backend", choices=["mxnet", "tvm"], default="mxnet",
+                        help="with --dynamic: run inference calls on TVM where faster")
     parser.add_argument("--steps", type=int, default=defaults["steps"])
     parser.add_argument("--batch-size", type=int, default=defaults["batch_size"],
                         help="global batch: each of N Horovod workers takes 1/N of it")
@@ -58,7 +69,7 @@ def parse_args(name, description, defaults, add_arguments, argv):
                         help="continue from the checkpoint in --checkpoint")
     parser.add_argument("--plot", help="loss-curve PNG (default: %s-loss.png)" % name)
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the final line still prints)")
-    add_arguments(parser)
+    getattr(script, "add_arguments", lambda parser: None)(parser)
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint:
         parser.error("--resume needs --checkpoint DIR")
@@ -73,13 +84,15 @@ def step_seed(args, index, rank):
     return (args.seed * 1000003 + index * 7919 + rank) % (2 ** 31)
 
 
-def main(name, description, build, defaults, add_arguments=lambda parser: None, argv=None):
-    """Runs a script; returns a dict: per-step losses (mean per sample over all
-    workers), metrics, final parameters (numpy, by block), throughput (samples/s
-    after warm-up, all workers), gluon_dyn's reports (dynamic runs)."""
-    args = parse_args(name, description, defaults, add_arguments, argv)
+def main(script, argv=None):
+    """Runs a training script (a module with NAME, DEFAULTS, TRAINING, and
+    optionally add_arguments); returns a dict: per-step losses (mean per sample
+    over all workers), metrics, final parameters (numpy, by block), throughput
+    (samples/s after warm-up, all workers), gluon_dyn's reports (dynamic runs)."""
+    args = parse_args(script, argv)
+    name = script.NAME
     workers = Workers()
-    training = build(args, workers)
+    training = script.TRAINING(args, workers)
     first, losses = 0, []
     if args.resume:
         first, losses, arrays = checkpoint.load(args.checkpoint, training.blocks,
@@ -93,8 +106,8 @@ def main(name, description, build, defaults, add_arguments=lambda parser: None, 
         seed = step_seed(args, index, workers.rank)
         mx.random.seed(seed)
         loss_sum, samples = training.step(index, np.random.RandomState(seed))
-        samples = workers.total(samples)
-        losses.append(workers.total(loss_sum) / samples)
+        loss_sum, samples = workers.total(loss_sum, samples)
+        losses.append(loss_sum / samples)
         bar.update(samples, losses[-1])
         if args.checkpoint and chief and ((index + 1) % args.checkpoint_every == 0
                                           or index + 1 == args.steps):

@@ -41,13 +41,13 @@ class Workers:
             return rows[start:start + part]
         return np.take(rows, range(start, start + part), axis=axis)
 
-    def total(self, value):
-        """The sum of a number over the workers."""
+    def total(self, *values):
+        """The sums of numbers over the workers (one allreduce for all of them)."""
         if self.hvd is None:
-            return value
-        summed = self.hvd.allreduce(mx.nd.array([value], dtype="float64"), average=False,
+            return values
+        summed = self.hvd.allreduce(mx.nd.array(values, dtype="float64"), average=False,
                                     name="trainkit.total")
-        return float(summed.asscalar())
+        return tuple(summed.asnumpy().tolist())
 
     def shutdown(self):
         mx.nd.waitall()
