@@ -35,22 +35,24 @@ def _agreeing_on_fresh_gradients(allreduce_grads):
         process_set = self._process_set
         if process_set.size() == 1 or not process_set.included():
             return allreduce_grads(self)
-        from horovod.mxnet import allreduce
+        from horovod.mxnet import allreduce_
         params = [p for p in self._params if p.grad_req != "null"]
         local = [bool(p.list_data()[0]._fresh_grad) for p in params]
-        users = allreduce(mx.nd.array(local, dtype="float32"), average=False,
-                          name="%sgluon_dyn.fresh_gradients" % self._prefix,
-                          process_set=process_set).asnumpy()
-        untouched = {}
-        for param, fresh, count in zip(params, local, users):
-            if count == 0:
-                untouched[param] = param.list_grad()[0].copy()
-            elif not fresh:
+        # A stale gradient is sent as zeros (kept aside, in case no worker has a
+        # fresh one); the flags are summed alongside the gradients, asynchronously,
+        # so agreeing costs no extra wait.
+        kept = {}
+        for param, fresh in zip(params, local):
+            if not fresh:
+                kept[param] = param.list_grad()[0].copy()
                 param.list_grad()[0][:] = 0
+        users = mx.nd.array(local, dtype="float32")
+        allreduce_(users, average=False, name="%sgluon_dyn.fresh_gradients" % self._prefix,
+                   process_set=process_set)
         allreduce_grads(self)
-        for param, count in zip(params, users):
+        for param, count in zip(params, users.asnumpy()):
             if count == 0:
-                untouched[param].copyto(param.list_grad()[0])
+                kept[param].copyto(param.list_grad()[0])   # stale on every worker: untouched
             else:
                 param.list_data()[0]._fresh_grad = True
     wrapper.gluon_dyn_patched = True
