@@ -15,6 +15,17 @@ CXXFLAGS ?= -O2 -std=c++17 -fPIC -Wall
 # would otherwise pick those (a crash, "free(): invalid pointer").
 NATIVE_LDFLAGS := -Wl,-Bsymbolic
 
+# Horovod (data-parallel training) has no wheel on PyPI: it is built from source
+# against the installed mxnet, with Gloo and without MPI (--no-build-isolation,
+# so that its build finds mxnet). The wheel is cached outside the checkout,
+# keyed by the Python and mxnet versions, so a re-run or a fresh clone on the
+# same machine installs it in seconds instead of rebuilding (~5 min on 2 cores).
+HOROVOD_VERSION := 0.28.1
+WHEEL_CACHE ?= $(HOME)/.cache/gluon_dyn/wheels
+HOROVOD_STAMP := $(VENV)/.horovod-$(HOROVOD_VERSION)
+HOROVOD_BUILD_ENV := MAKEFLAGS=-j2 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+    HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo
+
 .PHONY: setup test demo native clean
 
 setup: $(STAMP) $(NATIVE_LIB) $(HOROVOD_STAMP)
@@ -26,17 +37,6 @@ $(STAMP): $(PY) requirements.txt setup.py
 	$(PY) -m pip install -q wheel -r requirements.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
-
-# Horovod (data-parallel training) has no wheel on PyPI: it is built from source
-# against the installed mxnet, with Gloo and without MPI (--no-build-isolation,
-# so that its build finds mxnet). The wheel is cached outside the checkout,
-# keyed by the Python and mxnet versions, so a re-run or a fresh clone on the
-# same machine installs it in seconds instead of rebuilding (~5 min on 2 cores).
-HOROVOD_VERSION := 0.28.1
-WHEEL_CACHE ?= $(HOME)/.cache/gluon_dyn/wheels
-HOROVOD_STAMP := $(VENV)/.horovod-$(HOROVOD_VERSION)
-HOROVOD_BUILD_ENV := MAKEFLAGS=-j2 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
-    HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo
 
 $(HOROVOD_STAMP): $(STAMP)
 	@key=$$($(PY) -c "import sys, mxnet; print('py%d.%d-mxnet%s' % (*sys.version_info[:2], mxnet.__version__))"); \
@@ -54,7 +54,7 @@ $(HOROVOD_STAMP): $(STAMP)
 
 native: $(NATIVE_LIB)
 
-$(NATIVE_LIB): $(STAMP) $(NATIVE_SRC)
+$(NATIVE_LIB): $(STAMP) $(NATIVE_SRC) Makefile
 	mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -shared $(NATIVE_LDFLAGS) -I$(MX_DIR)/include \
 	    $(filter %.cc,$(NATIVE_SRC)) $(MX_DIR)/src/lib_api.cc -o $@

@@ -139,38 +139,40 @@ def measure_scaling(script, batch, steps, repeats):
     return {size: statistics.median(values) for size, values in rates.items()}
 
 
-def plot(path_training, path_inference, training, inference):
+def bar_chart(path, labels, series, ylabel, log=False):
+    """Grouped bars: `series` maps a legend entry to one value per label."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    x, width = np.arange(len(labels)), 0.8 / len(series)
+    figure, axes = plt.subplots(figsize=(8, 3.8), dpi=100)
+    for k, (name, values) in enumerate(series.items()):
+        axes.bar(x + (k - (len(series) - 1) / 2) * width, values, width, label=name)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    if log:
+        axes.set_yscale("log")
+    axes.set_xticks(x, labels)
+    axes.set_ylabel(ylabel)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def plot(path_training, path_inference, training, inference):
     labels = [label.split(" (")[0] for label, *_ in WORKLOADS]
-    ours = [training[label][0]["dynamic"] / training[label][0]["imperative"]
-            for label, *_ in WORKLOADS]
-    janus = [w[3] for w in WORKLOADS]
-    x = np.arange(len(labels))
-    figure, axes = plt.subplots(figsize=(8, 3.8), dpi=100)
-    axes.bar(x - 0.2, ours, 0.4, label="gluon_dyn dynamic (this machine, 2 CPU cores)")
-    axes.bar(x + 0.2, janus, 0.4, label="JANUS (Table 3.4: GPU or 36-core CPU)")
-    axes.axhline(1.0, color="black", linewidth=0.8)
-    axes.set_yscale("log")
-    axes.set_xticks(x, labels)
-    axes.set_ylabel("training speed-up over imperative")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path_training)
-    plt.close(figure)
-    figure, axes = plt.subplots(figsize=(8, 3.8), dpi=100)
-    for k, variant in enumerate(["dynamic", "tvm"]):
-        axes.bar(x + (k - 0.5) * 0.4, [inference[label][0][variant] / inference[label][0]["imperative"]
-                                       for label, *_ in WORKLOADS], 0.4,
-                 label={"dynamic": "dynamic (MXNet graphs)", "tvm": 'dynamic, backend="tvm"'}[variant])
-    axes.axhline(1.0, color="black", linewidth=0.8)
-    axes.set_xticks(x, labels)
-    axes.set_ylabel("inference speed-up over imperative")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path_inference)
-    plt.close(figure)
+
+    def speedups(results, variant):
+        return [results[label][0][variant] / results[label][0]["imperative"]
+                for label, *_ in WORKLOADS]
+    bar_chart(path_training, labels, {
+        "gluon_dyn dynamic (this machine, 2 CPU cores)": speedups(training, "dynamic"),
+        "JANUS (Table 3.4: GPU or 36-core CPU)": [w[3] for w in WORKLOADS]},
+        "training speed-up over imperative", log=True)
+    bar_chart(path_inference, labels, {
+        "dynamic (MXNet graphs)": speedups(inference, "dynamic"),
+        'dynamic, backend="tvm"': speedups(inference, "tvm")},
+        "inference speed-up over imperative")
 
 
 def cpu_name():

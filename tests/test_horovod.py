@@ -1,5 +1,6 @@
 """Horovod data parallelism: 2 workers on 127.0.0.1, each training on half of every
 batch, against one process trained on the whole batches (tests/horovod_worker.py)."""
+import json
 import os
 import subprocess
 import sys
@@ -45,8 +46,17 @@ def assert_workers_agree(results):
         np.testing.assert_array_equal(a[name], b[name], err_msg="ranks differ in " + name)
 
 
+def assert_matches_halves_in_one_process(results, schedule):
+    """Both ranks agree, and equal one process that ran the two halves of every batch
+    as separate forwards and backwards, gradients added (the documented rule)."""
+    assert_workers_agree(results)
+    net, losses, _ = horovod_worker.run_branches_in_one_process(schedule, True)
+    assert_params_close(params_of(results[0]), horovod_worker.parameters(net),
+                        "2 workers vs their halves run in one process")
+    np.testing.assert_allclose(results[0]["losses"] + results[1]["losses"], losses, rtol=1e-5)
+
+
 def report_of(result):
-    import json
     return json.loads(str(result["report"]))
 
 
@@ -79,31 +89,19 @@ def test_parameters_were_broadcast_after_deferred_initialisation(worker_results)
 def test_halves_on_different_branches_imperative(worker_results):
     """Documented semantics: a worker whose path did not use a parameter adds zero;
     a parameter no worker used stays stale (skipped with ignore_stale_grad)."""
-    results = worker_results["branches_imperative"]
-    assert_workers_agree(results)
-    net, losses, _ = horovod_worker.run_branches_in_one_process("with_stale", True)
-    assert_params_close(params_of(results[0]), horovod_worker.parameters(net),
-                        "2 workers vs their halves run in one process")
-    np.testing.assert_allclose(results[0]["losses"] + results[1]["losses"], losses, rtol=1e-5)
+    assert_matches_halves_in_one_process(worker_results["branches_imperative"], "with_stale")
 
 
 def test_halves_on_different_branches_dynamic_when_each_branch_has_a_user(worker_results):
     results = worker_results["branches_dynamic_mixed"]
-    assert_workers_agree(results)
-    net, _, _ = horovod_worker.run_branches_in_one_process("mixed", True)
-    assert_params_close(params_of(results[0]), horovod_worker.parameters(net),
-                        "2 dynamic workers vs their halves run in one process")
+    assert_matches_halves_in_one_process(results, "mixed")
     statements = report_of(results[0])["statements"]
     assert any(fate.startswith("if: cond") for fate in statements.values()), statements
 
 
 @pytest.mark.xfail(strict=True, reason=STALE)
 def test_halves_on_different_branches_dynamic_with_stale_parameters(worker_results):
-    results = worker_results["branches_dynamic"]
-    assert_workers_agree(results)
-    net, _, _ = horovod_worker.run_branches_in_one_process("with_stale", True)
-    assert_params_close(params_of(results[0]), horovod_worker.parameters(net),
-                        "2 dynamic workers vs their halves run in one process")
+    assert_matches_halves_in_one_process(worker_results["branches_dynamic"], "with_stale")
 
 
 def test_stale_parameter_raises_on_every_worker_imperative(worker_results):

@@ -1,6 +1,7 @@
 """The training scripts of examples/train, a few steps each on small settings: as
 written and with hybridize(dynamic=True) they agree (losses and parameters, 1e-5);
 a resumed run continues exactly; under 2 Horovod workers a run equals one process."""
+import json
 import os
 import sys
 
@@ -95,7 +96,6 @@ def test_two_horovod_workers_equal_one_process(name, tmp_path):
                          "--plot", str(tmp_path / "workers.png")],
                       size=2, env=dict(os.environ, OMP_NUM_THREADS="1"))
     single = run(name, tmp_path, "--dynamic")
-    import json
     with open(checkpoints / "progress.json") as f:
         np.testing.assert_allclose(json.load(f)["losses"], single["losses"], rtol=1e-5)
     for block, params in single["params"].items():

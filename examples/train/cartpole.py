@@ -51,7 +51,7 @@ class Policy(gluon.Block):
     def __init__(self, hidden, layers, **kwargs):
         super().__init__(**kwargs)
         with self.name_scope():
-            self.layers = gluon.nn.Sequential()
+            self.layers = gluon.nn.HybridSequential()
             for _ in range(layers):
                 self.layers.add(gluon.nn.Dense(hidden, activation="tanh"))
             self.policy = gluon.nn.Dense(2)

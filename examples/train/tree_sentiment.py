@@ -155,7 +155,7 @@ def add_arguments(parser):
 
 
 NAME, TRAINING = "tree_sentiment", SentimentTraining
-DEFAULTS = {"steps": 800, "batch_size": 25, "lr": 0.05}
+DEFAULTS = {"steps": 300, "batch_size": 25, "lr": 0.05}
 
 
 def main(argv=None):
