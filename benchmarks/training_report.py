@@ -60,9 +60,10 @@ def what_it_ran(training):
     for name, block in training.blocks.items():
         report = gluon_dyn.hybridize.report(block)
         if report["fallback"]:
-            notes.append("%s runs as Python: %s" % (name, report["fallback"].split(";")[0]))
+            notes.append("%s runs as Python (the imperative code: a difference is noise): %s"
+                         % (name, report["fallback"].split(";")[0]))
         else:
-            notes.append("%s: %d graphs" % (name, report["cached_graphs"]))
+            notes.append("%s: graphs: %d" % (name, report["cached_graphs"]))
     return "; ".join(notes)
 
 
