@@ -90,7 +90,12 @@ setup(
         "gluon_dyn._lib.libgluon_dyn_ops",
         sorted(glob.glob("src/operator/control_flow/*.cc")) + ["src/ndarray/version.cc"],
         depends=sorted(glob.glob("src/operator/control_flow/*.h")), language="c++",
-        extra_compile_args=["-std=c++17", "-g0"])],
+        extra_compile_args=["-std=c++17", "-g0"],
+        # The library binds to its own copy of lib_api.cc's classes: libmxnet.so
+        # exports the same names built with the old C++ ABI, and once a library
+        # loaded with RTLD_GLOBAL (Horovod's) puts libmxnet.so in the global scope,
+        # lazy binding would otherwise pick those ("free(): invalid pointer").
+        extra_link_args=["-Wl,-Bsymbolic"])],
     cmdclass={"build_ext": OperatorLibraryBuild, "bdist_wheel": PythonIndependentWheel},
     options={"build": {"build_base": BUILD_BASE}},
 )

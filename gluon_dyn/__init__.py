@@ -2,7 +2,8 @@
 
 `import gluon_dyn` loads the C++ operator library, makes the control-flow
 operators available as `gluon_dyn.ops.cond`, `foreach` and `while_loop`, and
-enables `hybridize(dynamic=True)` (patches.py lists what it changes in MXNet).
+enables `hybridize(dynamic=True)` (patches.py lists what it changes in MXNet,
+malt and Horovod).
 """
 from . import native
 from . import ops

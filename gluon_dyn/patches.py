@@ -24,6 +24,12 @@ malt (diastatic-malt, AutoGraph's standalone fork):
 - its conversion rules leave MXNet and gluon_dyn unconverted, and its module-level
   transpiler, which converts callees recursively, becomes gluon_dyn's
   (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own).
+
+Horovod:
+- `horovod.mxnet.DistributedTrainer._allreduce_grads`, when horovod.mxnet is
+  imported (before or after gluon_dyn): workers agree on which gradients are
+  fresh before averaging, so a step follows one process's stale-gradient rules
+  (horovod_trainer.py).
 """
 import malt.operators
 import mxnet as mx
@@ -31,7 +37,7 @@ from malt.core import config
 from malt.impl import api
 from mxnet import gluon
 
-from . import block_checks, export
+from . import block_checks, export, horovod_trainer
 from .hybridize import dynamic, operators, tracing, transpiler
 
 _APPLIED = "__gluon_dyn_patched__"
@@ -63,6 +69,7 @@ def apply():
             setattr(mx.sym.Symbol, name, method)
     for name, operator in operators.OVERRIDES.items():
         setattr(malt.operators, name, operator)
+    horovod_trainer.install()
     if not isinstance(api._TRANSPILER, transpiler.Transpiler):
         config.CONVERSION_RULES = transpiler.CONVERSION_RULES + tuple(config.CONVERSION_RULES)
         api._TRANSPILER = transpiler.Transpiler()
