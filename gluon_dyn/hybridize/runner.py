@@ -19,7 +19,7 @@ from .capture import ExportError, Tracer
 from .executor import GraphExecutor
 from .segments import SegmentedForward
 from .served import CallCounts, Served
-from .speed_check import GRAPH, PYTHON, SpeedCheck
+from .speed_check import GRAPH, SpeedCheck
 from .transpiler import convert_block
 from .tvm_backend import TvmBackend
 
@@ -62,6 +62,7 @@ class BlockRunner:
         self.guard_failures = []
         self.last_guard_failure = {}    # location -> message of its latest failed guard
         self.segments = None            # a SegmentedForward once the forward has graph breaks
+        self.warned_slower = False      # said once that the speed check chose Python
         self.running = False
         self.last_args = None           # of the latest call: what `export` traces
         self.lock = threading.RLock()
@@ -97,6 +98,8 @@ class BlockRunner:
             self.calls.note(Served.PROFILING)
             with speculation.profiling(self.profile):
                 return self.forward(*args)
+        if self.speed_check.serves_python():
+            return self._serve(None, args)
         try:
             layout = arguments.ArgumentLayout(args)
         except arguments.Unsupported as error:
@@ -134,19 +137,31 @@ class BlockRunner:
         return self._run(executor, args)
 
     def _serve(self, executor, args):
-        variant = self.speed_check.next_variant()
-        if variant is None:
+        """The call through the graph or as written, as the speed check says (timing
+        it when it asks); `executor` is None when the forward as written serves."""
+        plan = self.speed_check.next_variant()
+        if plan is None:
             return self._run(executor, args)
+        variant, timed = plan
         if variant == GRAPH:
-            result = self.speed_check.timed(variant, lambda: self._run(executor, args))
+            run = lambda: self._run(executor, args)   # noqa: E731
         else:
-            self.calls.note(Served.SPEED_CHECK)
-            result = self.speed_check.timed(variant, lambda: self.original(*args))
-        if self.speed_check.graph_is_slower():
-            medians = self.speed_check.medians()
-            self._give_up("the graphs measured slower than the forward as written (%.3f ms vs "
-                          "%.3f ms per call)" % (medians[GRAPH], medians[PYTHON]))
+            run = lambda: self._as_written(args)      # noqa: E731
+        result = self.speed_check.timed(variant, run) if timed else run()
+        if not timed:
+            self.speed_check.record(variant, None)
+        if self.speed_check.serves_python() and not self.warned_slower:
+            self.warned_slower = True
+            warnings.warn("gluon_dyn: %s.%s runs as written: its graphs measured slower (%s); "
+                          "the choice is measured again later" % (
+                              type(self.block).__name__, self.function.__name__,
+                              self.speed_check.choice.history[-1]["medians_ms"]),
+                          stacklevel=user_stacklevel())
         return result
+
+    def _as_written(self, args):
+        self.calls.note(Served.SPEED_CHECK)
+        return self.original(*args)
 
     def _run(self, executor, args):
         run = executor.run(self.block, args)

@@ -8,7 +8,7 @@ class Served(enum.Enum):
     PROFILING = "profiled: run as written while tensor predicates are recorded"
     GRAPH = "a graph"
     GUARD_FAILED = "as written: a guard failed in the graph's run"
-    SPEED_CHECK = "as written: timed against the graph"
+    SPEED_CHECK = "as written: timed against the graph, or measured faster than it"
     FALLBACK = "as written: the block runs as Python"
     RAISED = "as written: the trace stopped on an error the program raises"
     SEGMENTS = "graph segments around statements that run as Python (graph breaks)"

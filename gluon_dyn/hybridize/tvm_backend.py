@@ -15,6 +15,7 @@ import warnings
 from mxnet import autograd
 
 from ..origin import user_stacklevel
+from .capture import ParameterInput
 
 MAX_PLANS = 8
 
@@ -39,11 +40,17 @@ class TvmBackend:
             return
         key = _shapes_key(executor, inputs)
         if key not in executor.tvm_plans and len(executor.tvm_plans) < MAX_PLANS:
-            executor.tvm_plans[key] = self._build(executor.capture.symbol, inputs)
+            executor.tvm_plans[key] = self._build(executor.capture, inputs)
 
-    def _build(self, symbol, inputs):
+    def _build(self, capture, inputs):
+        symbol = capture.symbol
+        # Parameters change only when trained or set: their preparation (transposes,
+        # packing) runs then, not on every call.
+        parameters = [name for name, source in zip(symbol.list_inputs(), capture.inputs)
+                      if isinstance(source, ParameterInput)]
         try:
-            plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs, **self.options)
+            plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs,
+                                         parameter_names=parameters, **self.options)
             # The graph cache keys on the input shapes and dtypes the plan was built for.
             plan.check_inputs = False
             return plan
