@@ -22,6 +22,9 @@ LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "_lib", "libgluon_dyn_ops.so")
 ASSERT_OP = "gluon_dyn_assert"
 GRAD_TIE_OP = "gluon_dyn_grad_tie"
+# Identities that only make MXNet's backward request gradients: export drops them,
+# and a parameter read only by them is not computed with.
+TRAINING_ONLY_OPS = (GRAD_TIE_OP,)
 # The C++ op writes exactly this before the user's message.
 ASSERT_PREFIX = "gluon_dyn assumption failed: "
 REBUILD = "installing gluon_dyn builds it (`pip install .`, or `make setup` in a clone)"

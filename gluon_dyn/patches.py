@@ -13,6 +13,9 @@ MXNet Gluon:
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
   shapes and detaches state; while a forward is traced on Symbols these answer as
   NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+- `autograd.backward`, `NDArray.backward`: afterwards, parameters that graphs read
+  only on paths that did not run are marked stale, as imperative MXNet leaves them
+  (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises.
 - `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
   `__bool__`: while tracing, a host read names itself and its line and the forward
   runs as Python; outside a trace they do what they did (tracing.HOST_READS).
@@ -38,7 +41,7 @@ from malt.impl import api
 from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer
-from .hybridize import dynamic, operators, tracing, transpiler
+from .hybridize import dynamic, operators, stale_gradients, tracing, transpiler
 
 _APPLIED = "__gluon_dyn_patched__"
 
@@ -61,6 +64,8 @@ def apply():
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach
+    _wrap(mx.autograd, "backward", stale_gradients.wrapping_backward)
+    _wrap(mx.nd.NDArray, "backward", stale_gradients.wrapping_backward)
     for name in tracing.HOST_READS:
         original = getattr(mx.sym.Symbol, name, None)
         if not getattr(original, _APPLIED, False):

@@ -99,7 +99,6 @@ def test_halves_on_different_branches_dynamic_when_each_branch_has_a_user(worker
     assert any(fate.startswith("if: cond") for fate in statements.values()), statements
 
 
-@pytest.mark.xfail(strict=True, reason=STALE)
 def test_halves_on_different_branches_dynamic_with_stale_parameters(worker_results):
     assert_matches_halves_in_one_process(worker_results["branches_dynamic"], "with_stale")
 
@@ -111,7 +110,6 @@ def test_stale_parameter_raises_on_every_worker_imperative(worker_results):
         assert str(result["error"]) == expected
 
 
-@pytest.mark.xfail(strict=True, reason=STALE)
 def test_stale_parameter_raises_on_every_worker_dynamic(worker_results):
     _, _, expected = horovod_worker.run_branches_in_one_process("with_stale", False)
     for result in worker_results["branches_dynamic_strict"]:

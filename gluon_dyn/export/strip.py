@@ -11,8 +11,8 @@ import json
 import mxnet as mx
 
 from ..graph_json import load_symbol
+from ..native import TRAINING_ONLY_OPS
 
-TRAINING_ONLY_OPS = ("gluon_dyn_grad_tie",)
 _OWN_ATTR = "__gluon_dyn"
 
 

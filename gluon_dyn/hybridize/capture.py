@@ -11,6 +11,7 @@ import typing
 
 import mxnet as mx
 
+from .. import graph_json, native
 from . import arguments, deferred, guards, tracing
 from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
                            is_tensor_value, owner_of, public_attributes, tensor_attributes)
@@ -122,6 +123,9 @@ class Capture:
     shape_reads: dict       # argument array index -> dimensions the trace read
     exact: bool             # traced for exact input shapes (no open dims)
     blocks: list            # the block tree, kept alive: the cache key holds child ids
+    # Parameters read only under conditions that may not hold (stale_gradients.py);
+    # the output before the guard vector says, per parameter, whether its path ran.
+    conditional_parameters: list = dataclasses.field(default_factory=list)
 
     @property
     def reads_state(self):
@@ -314,6 +318,10 @@ class Tracer:
         # graph for MXNet's backward: pass it through identity.
         heads = [mx.sym.identity(o) if o.get_children() is None else o
                  for o in outputs + state_outputs]
+        conditional = self._conditionally_read(heads, trace, params)
+        if conditional:
+            heads.append(mx.sym.concat(*[_any(trace.conditional_reads[name])
+                                         for name in conditional], dim=0))
         if trace.guards:
             heads.append(guards.guard_vector(trace.guards))
         if not heads:
@@ -336,7 +344,27 @@ class Tracer:
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     self.where)
         return Capture(graph, inputs, len(outputs), out_format, all_writes, list(trace.guards),
-                       shape_reads, exact, block_tree(self.block))
+                       shape_reads, exact, block_tree(self.block),
+                       [params[name] for name in conditional])
+
+    @staticmethod
+    def _conditionally_read(heads, trace, params):
+        """Names of the parameters the graph reads only in branches or loop bodies
+        that may not run (stale_gradients.py), in a fixed order."""
+        candidates = {name for name in trace.conditional_reads if name in params}
+        if not candidates or not heads:
+            return []
+        always = graph_json.read_outside_control_flow(mx.sym.Group(heads), candidates,
+                                                      ignored_ops=native.TRAINING_ONLY_OPS)
+        return sorted(candidates - always)
+
+
+def _any(conditions):
+    """1 where any of the one-element 0/1 `conditions` is 1."""
+    result = conditions[0]
+    for condition in conditions[1:]:
+        result = mx.sym.broadcast_maximum(result, condition)
+    return mx.sym.reshape(result, shape=(1,))
 
 
 class _Output(int):

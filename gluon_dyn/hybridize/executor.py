@@ -11,7 +11,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import guards
+from . import guards, stale_gradients
 from .capture import rebuild_outputs
 from .python_state import tensor_attributes
 
@@ -47,6 +47,13 @@ class GraphExecutor:
             failed = guards.failed(capture.guards, results.pop().asnumpy())
             if failed:
                 return Run(failed_guards=tuple(failed))
+        if capture.conditional_parameters:
+            paths_ran = results.pop()
+            if autograd.is_recording():
+                ran = paths_ran.asnumpy()
+                stale_gradients.note_run(
+                    [p for p, flag in zip(capture.conditional_parameters, ran) if flag],
+                    [p for p, flag in zip(capture.conditional_parameters, ran) if not flag])
         position = capture.num_outputs
         for write in capture.writes:
             write.apply(block, results[position:position + write.count])

@@ -5,6 +5,7 @@ import threading
 import mxnet as mx
 
 from .. import graph_json
+from ..ops import subgraph
 from ..origin import user_location
 from . import fates, symbolic_shapes
 
@@ -42,12 +43,21 @@ class Trace:
         # Names of one-element Symbols standing for a Python int (a graph loop's
         # counter over range()): indexing with one drops the axis, as an int does.
         self.scalar_indices = set()
+        # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
+        # branches and loops that read it (stale_gradients.py).
+        self.conditional_reads = {}
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
         # Tracing for export (export.ExportOptions), or None: then shapes read by the
         # code are graph values (symbolic_shapes.py), and nothing is speculated.
         self.export = None
+
+    def note_conditional_use(self, condition, names):
+        """Listener of ops.subgraph: a top-level branch or loop body reads `names`
+        under `condition`."""
+        for name in names:
+            self.conditional_reads.setdefault(name, []).append(condition)
 
     def record(self, location, fate):
         """Note what a converted statement became in this trace."""
@@ -272,3 +282,12 @@ class tracing:
 
     def __exit__(self, *exc):
         _local.trace = self.outer
+
+
+def _note_conditional_use(condition, names):
+    trace = current()
+    if trace is not None:
+        trace.note_conditional_use(condition, names)
+
+
+subgraph.conditional_use_listeners.append(_note_conditional_use)
