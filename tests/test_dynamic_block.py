@@ -408,7 +408,9 @@ def test_context_managers_run_on_every_call():
         for _ in range(2):
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert block.entries == ["enter", "exit"] * 2
-    assert "with Recorder" in gluon_dyn.hybridize.report(block)["fallback"]
+    report = gluon_dyn.hybridize.report(block)
+    assert report["fallback"] is None
+    assert "with Recorder" in report["graph_segments"]["graph_breaks"][0]["why"]
 
 
 def doubled_rows(x):

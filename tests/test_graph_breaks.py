@@ -6,6 +6,7 @@ import warnings
 
 import mxnet as mx
 import numpy as np
+import pytest
 from mxnet import autograd, gluon
 
 import gluon_dyn
@@ -120,9 +121,29 @@ class ReturnsEarly(gluon.Block):
         return x * 2
 
 
-def test_a_forward_that_cannot_be_split_runs_as_python_saying_why():
+def test_a_break_that_may_return_runs_as_python_and_the_rest_as_a_graph():
     imperative, dynamic = twins(ReturnsEarly)
-    for value in (1.0, 200.0, 1.0, 3.0, 1.0):
+    for value in (1.0, 200.0, 1.0, 3.0, 1.0, 300.0, 2.0):
         assert_same(run(dynamic, nd([[value]])), run(imperative, nd([[value]])))
-    fallback = gluon_dyn.hybridize.report(dynamic)["fallback"]
-    assert "host read" in fallback and "no graph segments around it: a `return` before" in fallback
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None
+    (after,) = report["graph_segments"]["segments"]
+    assert after["calls"]["graph"] >= 1
+
+
+class MaybeAssigned(gluon.Block):
+    """A variable the Python part may leave unassigned, then read: Python's error."""
+
+    def forward(self, x):
+        for _ in range(int(x.sum().asscalar())):
+            row = x * 2
+        return row + 1
+
+
+def test_a_variable_the_python_part_left_unassigned_raises_as_python_does():
+    imperative, dynamic = twins(MaybeAssigned)
+    for value in (1.0, 2.0, 1.0, 1.0):
+        assert_same(run(dynamic, nd([[value]])), run(imperative, nd([[value]])))
+    for block in (imperative, dynamic):
+        with pytest.raises(UnboundLocalError, match="'row'"):
+            block(nd([[0.0]]))

@@ -161,9 +161,12 @@ class InputNames:
 class Tracer:
     """Traces calls of one block's converted `forward` into Captures."""
 
-    def __init__(self, block, forward, ndarray_code, profile, where):
+    def __init__(self, block, forward, ndarray_code, profile, where, arguments_are_locals=False):
         self.block, self.forward = block, forward
         self.where = where          # "file:line" of the forward (or part) traced
+        # A part of a split forward (graph_breaks.py) takes the forward's local
+        # variables: lists it appends to are returned to the next part, nobody else's.
+        self.arguments_are_locals = arguments_are_locals
         self.ndarray_code = ndarray_code
         self.profile = profile      # speculation.Profile to speculate from, or None
         self.statements = {}        # "file:line" -> fates.Fate, over all traces
@@ -185,12 +188,17 @@ class Tracer:
         trace finds numbers on blocks that it changes. With `export`
         (export.ExportOptions), the general graph: nothing speculated, every size
         read as a graph value, inputs named as MXNet's export names them."""
-        try:
-            return self._capture(args, layout, exact, export)
-        except StateChanged as change:
-            self.number_paths |= change.numbers
-            self.containers_written |= change.containers
-            return self._capture(args, layout, exact, export)
+        with arguments.ContainersKept(layout) as kept:
+            try:
+                capture = self._capture(args, layout, exact, export)
+            except StateChanged as change:
+                self.number_paths |= change.numbers
+                self.containers_written |= change.containers
+                capture = self._capture(args, layout, exact, export)
+        if kept.changed and not self.arguments_are_locals:
+            raise tracing.FallbackRequired("the forward changes a list or dict it was given",
+                                           self.where)
+        return capture
 
     def _capture(self, args, layout, exact, export):
         self.traces += 1

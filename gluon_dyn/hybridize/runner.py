@@ -52,7 +52,8 @@ class BlockRunner:
         self.profile_calls = profile_calls if speculate and profile is None else 0
         self.tracer = Tracer(block, self.forward, not isinstance(block, gluon.HybridBlock),
                              self.profile if speculate else None,
-                             function_location(function or _user_forward(block)))
+                             function_location(function or _user_forward(block)),
+                             arguments_are_locals=function is not None)
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
@@ -60,7 +61,6 @@ class BlockRunner:
         self.fallback = None            # why the block runs as Python, once it does
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
         self.guard_failures = []
-        self.last_guard_failure = {}    # location -> message of its latest failed guard
         self.segments = None            # a SegmentedForward once the forward has graph breaks
         self.warned_slower = False      # said once that the speed check chose Python
         self.running = False
@@ -175,8 +175,7 @@ class BlockRunner:
         for guard in {guard.location: guard for guard in run.failed_guards}.values():
             self.guard_failures.append(guard.failure)
             if guard.speculative:
-                self.last_guard_failure[guard.location] = guard.failure
-                self.profile.guard_failed(guard.location)
+                self.profile.guard_failed(guard.location, guard.failure)
         self.cache.clear()
         self.calls.note(Served.GUARD_FAILED)
         with speculation.profiling(self.profile):
@@ -258,7 +257,7 @@ class BlockRunner:
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
-                                   % (self.profile.failures[where], self.last_guard_failure[where])
+                                   % (self.profile.failures[where], self.profile.last_failure[where])
                                    for where in sorted(self.profile.relaxed)},
                 "cache_misses": list(self.cache.miss_reasons),
                 "graph_segments": self.segments.report() if self.segments is not None else None,

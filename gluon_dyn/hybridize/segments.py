@@ -6,6 +6,7 @@ writes before the next starts, and when its guard fails only that part runs agai
 as Python, from its start; the breaking statements run as Python with the values
 the segments produced. A segment that breaks again splits itself the same way.
 """
+from . import graph_breaks
 from .served import Served
 
 
@@ -20,14 +21,22 @@ class SegmentedForward:
         """The forward's result, and how the call was served."""
         live = args
         on_graphs = True
-        for index, (part, runner) in enumerate(zip(self.parts, self.runners)):
+        for part, runner in zip(self.parts, self.runners):
             if runner is None:
                 result = part.function(self.block, *live)
+                if part is not self.parts[-1]:
+                    marker, result = result
+                    if marker == graph_breaks.RETURNED:   # the forward returned there
+                        return result, self._served(on_graphs)
             else:
                 result = runner(*live)
                 on_graphs = on_graphs and runner.served_on_graphs()
             live = result
-        return live, Served.SEGMENTS if on_graphs else Served.SEGMENTS_IN_PYTHON
+        return live, self._served(on_graphs)
+
+    @staticmethod
+    def _served(on_graphs):
+        return Served.SEGMENTS if on_graphs else Served.SEGMENTS_IN_PYTHON
 
     def report(self):
         return {"graph_breaks": list(self.breaks),

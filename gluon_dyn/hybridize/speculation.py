@@ -22,13 +22,15 @@ class Profile:
         self.branches = {}      # location -> set of bools taken
         self.trip_counts = {}   # location -> set of ints
         self.failures = {}      # location -> failed guards so far
+        self.last_failure = {}  # location -> what its latest failed guard said
         self.max_failures = max_failures
         self.relaxed = set()    # locations never speculated again
 
-    def guard_failed(self, location):
+    def guard_failed(self, location, failure):
         """After `max_failures` failures an assumption is no longer made; before
         that, the location is profiled afresh (from the failing call on)."""
         self.failures[location] = self.failures.get(location, 0) + 1
+        self.last_failure[location] = failure
         if self.failures[location] >= self.max_failures:
             self.relaxed.add(location)
         else:

@@ -71,7 +71,8 @@ class Outcome:
 
     @property
     def ended_on_graph(self):
-        return bool(self.report) and self.report["calls"]["last"] == "graph"
+        """The last call ran on a graph, or on graph segments around graph breaks."""
+        return bool(self.report) and self.report["calls"]["last"] in ("graph", "segments")
 
 
 def check(program, call_seed, calls=CALLS, options=None):
@@ -125,7 +126,8 @@ def _run(block, call):
         return ("raised", type(error).__name__, str(error).strip().splitlines()[:1])
     grads = {name[len(block.prefix):]: p.grad().asnumpy() for name, p in
              block.collect_params().items()}
-    return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy())
+    return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy(),
+            block.total)
 
 
 def _compare(expected, got):
@@ -145,6 +147,8 @@ def _compare(expected, got):
         return "self.count: imperative %s, dynamic %s" % (expected[4], got[4])
     if not np.allclose(expected[5], got[5], **TOLERANCE):
         return "self.state differs"
+    if not np.isclose(expected[6], got[6], **TOLERANCE):
+        return "self.total: imperative %s, dynamic %s" % (expected[6], got[6])
     return None
 
 
