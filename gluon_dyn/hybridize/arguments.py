@@ -8,6 +8,8 @@ import mxnet as mx
 
 from mxnet import gluon
 
+from .graph_breaks import Unbound
+
 MAX_NODES = 10000
 _SIMPLE = (bool, int, float, str, bytes, type(None))
 
@@ -36,6 +38,8 @@ class ArgumentLayout:
         if isinstance(value, mx.nd.NDArray):
             self.structure_parts.append(("array", value.shape, value.dtype))
             self.leaves.append(path)
+        elif isinstance(value, Unbound):   # a variable a part of a split forward left unset
+            self.structure_parts.append(("unbound", value.name))
         elif isinstance(value, _SIMPLE):
             self.structure_parts.append(("value", value))
         elif isinstance(value, (list, tuple)):

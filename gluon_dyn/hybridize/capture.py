@@ -13,6 +13,7 @@ import mxnet as mx
 
 from .. import graph_json, native
 from . import arguments, deferred, guards, tracing
+from .outputs import outputs_of
 from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
                            is_tensor_value, owner_of, public_attributes, tensor_attributes)
 
@@ -319,14 +320,15 @@ class Tracer:
         return writes
 
     def _graph(self, out, writes, trace, sources, params, shape_reads, exact):
-        outputs, out_format = _flatten_outputs(out)
+        outputs, out_format = outputs_of(out, self.where)
         all_writes = [write for write, _ in writes]
         state_outputs = [v for _, values in writes for v in values]
         # An output that is an input as it came (`return x`) must be a node of the
         # graph for MXNet's backward: pass it through identity.
         heads = [mx.sym.identity(o) if o.get_children() is None else o
                  for o in outputs + state_outputs]
-        conditional = self._conditionally_read(heads, trace, params)
+        # An exported graph leaves stale-gradient bookkeeping to its new owner.
+        conditional = [] if trace.export else self._conditionally_read(heads, trace, params)
         if conditional:
             heads.append(mx.sym.concat(*[_any(trace.conditional_reads[name])
                                          for name in conditional], dim=0))
@@ -373,41 +375,3 @@ def _any(conditions):
     for condition in conditions[1:]:
         result = mx.sym.broadcast_maximum(result, condition)
     return mx.sym.reshape(result, shape=(1,))
-
-
-class _Output(int):
-    """In an output template: the position of a graph output."""
-
-
-def _flatten_outputs(out):
-    """The Symbols the forward returned, and a template of its return value with
-    each Symbol replaced by its position (lists, tuples, dicts and Python constants
-    kept), for `rebuild_outputs`."""
-    symbols = []
-
-    def template(value):
-        if isinstance(value, mx.sym.Symbol):
-            symbols.append(value)
-            return _Output(len(symbols) - 1)
-        if isinstance(value, (list, tuple)):
-            items = [template(item) for item in value]
-            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-        if isinstance(value, dict):
-            return {key: template(item) for key, item in value.items()}
-        if isinstance(value, NUMBER_TYPES + (str, type(None))):
-            return value
-        raise tracing.FallbackRequired("the forward returns a %s, not arrays and Python values"
-                                       % type(value).__name__, "return")
-    return symbols, template(out)
-
-
-def rebuild_outputs(template, results):
-    """The forward's return value from a template and the graph's outputs."""
-    if isinstance(template, _Output):
-        return results[template]
-    if isinstance(template, (list, tuple)):
-        items = [rebuild_outputs(item, results) for item in template]
-        return type(template)(*items) if hasattr(template, "_fields") else type(template)(items)
-    if isinstance(template, dict):
-        return {key: rebuild_outputs(item, results) for key, item in template.items()}
-    return template

@@ -12,7 +12,7 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards, stale_gradients
-from .capture import rebuild_outputs
+from .outputs import rebuild_outputs
 from .python_state import tensor_attributes
 
 

@@ -30,7 +30,7 @@ _parts = itertools.count()
 RETURNED, LIVE = "__gluon_dyn_returned__", "__gluon_dyn_live__"
 
 
-class _Unbound:
+class Unbound:
     def __init__(self, name):
         self.name = name
 
@@ -176,7 +176,7 @@ def _compile(function, filename, lines, first, definition, stmts, live_in, live_
     converted code and errors name the user's lines)."""
     start, end = stmts[0].lineno, stmts[-1].end_lineno
     body = lines[start - first:end - first + 1]
-    if python:
+    if python and not last:
         # Column offsets count from the dedented source the AST was parsed from.
         shift = len(lines[0]) - len(lines[0].lstrip())
         body = _marking_returns(body, start, shift, stmts)
@@ -205,7 +205,7 @@ def _compile(function, filename, lines, first, definition, stmts, live_in, live_
     compiled = types.FunctionType(namespace[name].__code__, function.__globals__, name,
                                   namespace[name].__defaults__)
     if python and not last:
-        compiled.__kwdefaults__ = {"__gluon_dyn_unbound__": _Unbound}
+        compiled.__kwdefaults__ = {"__gluon_dyn_unbound__": Unbound}
     return compiled
 
 

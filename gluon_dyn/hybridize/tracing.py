@@ -99,6 +99,16 @@ class Trace:
             self._note_read(name, range(len(self.shapes.get(name, ()))))
         return shape
 
+    def fixed_shape(self, symbol):
+        """`symbol`'s shape, to be written into the graph as a constant (zeros that
+        stand for a value on the path not taken): its relation to the input shapes
+        is not tracked (it may be a loop body's placeholder), so the graph serves
+        only the input shapes it was traced with."""
+        shape = self.inferred_shape(symbol)
+        for name, input_shape in self.shapes.items():
+            self._note_read(name, range(len(input_shape)))
+        return shape
+
     def inferred_shape(self, symbol):
         inferable, known = symbol, dict(self.shapes)
         if self.control_flow_shapes:

@@ -50,7 +50,7 @@ def zeros_standing_for(symbol):
     if trace.export is not None:
         return mx.sym.zeros_like(symbol)
     try:
-        return mx.sym.zeros(shape=trace.inferred_shape(symbol))
+        return mx.sym.zeros(shape=trace.fixed_shape(symbol))
     except AttributeError:
         raise tracing.FallbackRequired("a value that exists on one path of a branch or loop on "
                                        "a tensor has a shape not known while tracing",
