@@ -29,9 +29,9 @@ def holds_ops(graph, ops, nested=True):
 
 
 def cut_at_outputs(symbol, outputs):
-    """`symbol` with each node output in `outputs` ((node name, output index) ->
-    anything) replaced by a new variable; returns the new Symbol and a dict from
-    each new variable's name to the value `outputs` gave for it.
+    """`symbol` with each node output in `outputs` (a collection of (node name,
+    output index)) replaced by a new variable; returns the new Symbol and a dict
+    from each new variable's name to its (node name, output index).
 
     Used for shape inference through nodes MXNet has no shape function for
     (`_cond`, `_while_loop`): their outputs become inputs of known shape."""
@@ -54,7 +54,7 @@ def cut_at_outputs(symbol, outputs):
     heads = [reference(entry) for entry in graph["heads"]]
     cut = {"nodes": kept_nodes, "heads": heads,
            "arg_nodes": [i for i, node in enumerate(kept_nodes) if node["op"] == "null"]}
-    return load_symbol(cut), {"%s__output%d" % key: outputs[key] for key in variables}
+    return load_symbol(cut), {"%s__output%d" % key: key for key in variables}
 
 
 CONTROL_FLOW_OPS = ("_cond", "_foreach", "_while_loop")

@@ -1,5 +1,4 @@
 """State of a trace in progress: a converted forward running on Symbols."""
-import json
 import threading
 
 import mxnet as mx
@@ -46,9 +45,12 @@ class Trace:
         # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
         # branches and loops that read it (stale_gradients.py).
         self.conditional_reads = {}
-        # (node name, output index) -> shape, for the outputs of cond and while_loop
-        # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
+        # (node name, output index) -> shape, or a function computing it (None where
+        # unknown), for the outputs of cond and while_loop nodes: MXNet 1.9.1 cannot
+        # infer them, the converter knows them. Computed when first needed: most are
+        # never read, and each inference costs a pass over the graph so far.
         self.control_flow_shapes = {}
+        self.inferred_shapes = {}   # Symbol handle -> (the Symbol, its inferred shape)
         # Tracing for export (export.ExportOptions), or None: then shapes read by the
         # code are graph values (symbolic_shapes.py), and nothing is speculated.
         self.export = None
@@ -71,10 +73,11 @@ class Trace:
         return self.captured[id(array)][0]
 
     def note_control_flow_shape(self, symbol, shape):
-        """`symbol`, an output of a cond or while_loop node, has `shape` at run time."""
-        graph = json.loads(symbol.tojson())
-        node, index, _ = graph["heads"][0]
-        self.control_flow_shapes[(graph["nodes"][node]["name"], index)] = tuple(shape)
+        """`symbol`, an output of a cond or while_loop node, has `shape` at run time:
+        a tuple, or a function returning it (or None if unknown) when first needed."""
+        # "<node name>_output<index>", "<node name>_output" for a node's only output
+        node, _, index = symbol.list_outputs()[0].rpartition("_output")
+        self.control_flow_shapes[(node, int(index or 0))] = shape if callable(shape) else tuple(shape)
 
     def shape_of(self, symbol):
         """`symbol.shape` in traced code: the inferred shape, with the input
@@ -110,10 +113,23 @@ class Trace:
         return shape
 
     def inferred_shape(self, symbol):
+        # Each inference is a pass over the graph so far: a Symbol's shape is
+        # inferred once (the Symbol is kept, so that its handle is not reused).
+        known = self.inferred_shapes.get(symbol.handle.value)
+        if known is None:
+            known = self.inferred_shapes[symbol.handle.value] = (symbol, self._infer(symbol))
+        return known[1]
+
+    def _infer(self, symbol):
         inferable, known = symbol, dict(self.shapes)
         if self.control_flow_shapes:
-            inferable, cut_shapes = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
-            known.update(cut_shapes)
+            inferable, cut_at = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
+            for name, key in cut_at.items():
+                shape = self._control_flow_shape(key)
+                if shape is None:
+                    raise AttributeError("the shape of Symbol %r is not known while tracing "
+                                         "(it depends on a graph loop or branch)" % symbol.name)
+                known[name] = shape
         if graph_json.holds_ops(inferable, graph_json.UNINFERABLE_OPS, nested=False):
             raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
                                  "on a graph loop or branch)" % symbol.name)
@@ -128,6 +144,12 @@ class Trace:
         if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
             raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
         return tuple(shapes[0])
+
+    def _control_flow_shape(self, key):
+        shape = self.control_flow_shapes[key]
+        if callable(shape):
+            shape = self.control_flow_shapes[key] = shape()
+        return shape
 
     def _note_read(self, name, dims):
         self.shape_reads.setdefault(name, set()).update(dims)

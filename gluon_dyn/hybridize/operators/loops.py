@@ -364,10 +364,13 @@ def _append_rows(appends, outputs, ran, bound):
 def _note_stacked_shape(output, step_value, bound):
     """A per-step output of a graph loop has `bound` rows of `step_value`'s shape."""
     trace = tracing.current()
-    try:
-        trace.note_control_flow_shape(output, (bound,) + trace.inferred_shape(step_value))
-    except AttributeError:
-        pass
+
+    def shape():
+        try:
+            return (bound,) + trace.inferred_shape(step_value)
+        except AttributeError:
+            return None
+    trace.note_control_flow_shape(output, shape)
 
 
 def _know_shapes(placeholders, initial):

@@ -31,15 +31,18 @@ def note_shape(output, *sources):
     first of `sources` (values it takes) whose shape is known: later code may
     read it (`x.shape`, `x[i]`, `for row in x`), and MXNet cannot infer it."""
     trace = tracing.current()
-    for source in sources:
-        try:
-            shape = trace.inferred_shape(source) if is_symbol(source) else (
-                (1,) if isinstance(source, NUMBERS) else None)
-        except AttributeError:
-            continue
-        if shape is not None:
-            trace.note_control_flow_shape(output, shape)
-            return
+
+    def shape():
+        for source in sources:
+            try:
+                found = trace.inferred_shape(source) if is_symbol(source) else (
+                    (1,) if isinstance(source, NUMBERS) else None)
+            except AttributeError:
+                continue
+            if found is not None:
+                return found
+        return None
+    trace.note_control_flow_shape(output, shape)
 
 
 def zeros_standing_for(symbol):
