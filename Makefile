@@ -12,7 +12,7 @@ CXXFLAGS ?= -O2 -std=c++17 -fPIC -Wall
 
 .PHONY: setup test demo native clean
 
-setup: $(STAMP) $(NATIVE_LIB)
+setup: $(STAMP) $(NATIVE_LIB) runtime java
 
 $(PY):
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -38,6 +38,54 @@ demo: setup
 
 clean:
 	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info
+
+# The C runtime (build/libgluon_dyn_runtime.so, header src/runtime/gluon_dyn_runtime.h), linked
+# against the tvm wheel's libtvm_ffi.so by absolute rpath; it loads libmxnet.so, TVM's runtime
+# and the operator library from the absolute paths compiled in: programs need no environment.
+RUNTIME_SRC := $(wildcard src/runtime/*.cc) $(wildcard src/runtime/*.h) src/runtime/exports.map
+RUNTIME_LIB := build/libgluon_dyn_runtime.so
+package_dir = $(shell $(PY) -c "import importlib.util as u; print(u.find_spec('$(1)').submodule_search_locations[0])")
+
+.PHONY: runtime java
+runtime: $(RUNTIME_LIB)
+
+$(RUNTIME_LIB): $(STAMP) $(NATIVE_LIB) $(RUNTIME_SRC)
+	mkdir -p $(dir $@)
+	MX=$(call package_dir,mxnet); TVM=$(call package_dir,tvm); FFI=$(call package_dir,tvm_ffi); \
+	$(CXX) $(CXXFLAGS) -shared -I$$FFI/include -I$$MX/include \
+	    -DGD_MXNET_LIBRARY="\"$$MX/libmxnet.so\"" \
+	    -DGD_OPERATOR_LIBRARY='"$(abspath $(NATIVE_LIB))"' \
+	    -DGD_TVM_RUNTIME_LIBRARY="\"$$TVM/lib/libtvm_runtime.so\"" \
+	    -DGD_TVM_FFI_LIBRARY="\"$$FFI/lib/libtvm_ffi.so\"" \
+	    $(filter %.cc,$(RUNTIME_SRC)) -o $@ \
+	    -Wl,--version-script=src/runtime/exports.map -Wl,--no-undefined \
+	    -L$$FFI/lib -ltvm_ffi -ldl -Wl,-rpath,$$FFI/lib
+
+# The Java binding (build/gluon_dyn.jar: package gluondyn, its JNI library inside and beside
+# it). Machines without a JDK skip it, saying so; its tests skip too.
+JAVAC := $(shell command -v javac 2>/dev/null)
+JAVA_SRC := $(wildcard src/java/gluondyn/*.java)
+JNI_LIB := build/libgluon_dyn_jni.so
+JAR := build/gluon_dyn.jar
+
+ifeq ($(JAVAC),)
+java:
+	@echo "javac not found: the Java binding (build/gluon_dyn.jar) is not built and its tests skip"
+else
+JDK_DIR = $(patsubst %/bin/javac,%,$(realpath $(JAVAC)))
+java: $(JAR)
+
+$(JNI_LIB): src/java/gluon_dyn_jni.c src/runtime/gluon_dyn_runtime.h $(RUNTIME_LIB)
+	$(CC) -O2 -std=c99 -Wall -fPIC -shared -Isrc/runtime -I$(JDK_DIR)/include \
+	    -I$(JDK_DIR)/include/linux $< -o $@ -Lbuild -lgluon_dyn_runtime \
+	    -Wl,--no-undefined -Wl,-rpath,$(abspath build)
+
+$(JAR): $(JAVA_SRC) $(JNI_LIB)
+	rm -rf build/java-classes && mkdir -p build/java-classes/gluondyn
+	javac -Werror -Xlint:all -d build/java-classes $(JAVA_SRC)
+	cp $(JNI_LIB) build/java-classes/gluondyn/
+	jar cf $@ -C build/java-classes .
+endif
 
 # Optional: PyTorch (CPU) for the context columns of the benchmarks; never a
 # dependency of gluon_dyn itself.
