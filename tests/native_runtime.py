@@ -13,14 +13,15 @@ HEADER_DIR = os.path.join(REPO, "src", "runtime")
 RUN_MODEL_SOURCE = os.path.join(REPO, "tests", "native", "run_model.c")
 
 
-def compile_c(source, output, extra=()):
+def compile_c(source, output):
     """`source` compiled as C99 (warnings are errors) and linked with the runtime as the
     README says; returns the executable's path."""
     assert os.path.exists(RUNTIME_LIB), "%s is missing: `make runtime` builds it" % RUNTIME_LIB
     command = ["cc", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-I" + HEADER_DIR,
                source, "-o", output, "-L" + BUILD, "-lgluon_dyn_runtime",
-               "-Wl,-rpath," + BUILD] + list(extra)
-    subprocess.run(command, check=True, capture_output=True, text=True)
+               "-Wl,-rpath," + BUILD, "-pthread", "-lm"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, "cannot compile %s:\n%s" % (source, done.stderr)
     return output
 
 
