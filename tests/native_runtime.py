@@ -43,10 +43,12 @@ def write_calls(path, calls):
                     ndim, dims = array
                     f.write(struct.pack("<i", ndim))
                     f.write(np.asarray(dims, dtype="<i8").tobytes())
+                    f.write(struct.pack("<q", 0))
                     continue
                 array = np.ascontiguousarray(array, dtype="<f4")
                 f.write(struct.pack("<i", array.ndim))
                 f.write(np.asarray(array.shape, dtype="<i8").tobytes())
+                f.write(struct.pack("<q", array.size))
                 f.write(array.tobytes())
 
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "checksum.h"
 #include "error.h"
 #include "json.h"
 #include "libraries.h"
@@ -215,6 +216,8 @@ void Model::load_plan(const JsonValue &manifest, const std::string &directory,
                         entry.where(), static_shape, slots, *plan_);
     } else if (backend == "tvm") {
       step.origin = directory + "/" + entry["library"].string();
+      check_file(step.origin, entry["library_bytes"].integer(),
+                 static_cast<uint32_t>(entry["library_crc32"].integer()));
       step.function = std::make_unique<TvmFunction>(
           step.origin, directory + "/" + entry["signature"].string());
       JsonValue inputs = entry["inputs"];

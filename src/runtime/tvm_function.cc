@@ -3,7 +3,6 @@
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/error.h>
 
-#include <fstream>
 #include <map>
 
 #include "error.h"
@@ -52,7 +51,6 @@ TvmFunction::TvmFunction(const std::string &library, const std::string &signatur
   returns_tuple_ = !manifest.has("returns_tuple") || manifest["returns_tuple"].boolean();
   std::string name = manifest.has("function") ? manifest["function"].string() : "main";
 
-  if (!std::ifstream(library)) throw Error(library + ": cannot be opened");
   load_tvm_runtime();
   try {
     tvm::ffi::Module executable = tvm::ffi::Module::LoadFromFile(library);

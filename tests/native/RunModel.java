@@ -32,12 +32,10 @@ public final class RunModel {
                 Tensor[] inputs = new Tensor[calls.getInt()];
                 for (int i = 0; i < inputs.length; ++i) {
                     long[] shape = new long[calls.getInt()];
-                    long elements = 1;
                     for (int axis = 0; axis < shape.length; ++axis) {
                         shape[axis] = calls.getLong();
-                        elements *= Math.max(shape[axis], 0);
                     }
-                    float[] data = new float[(int) elements];
+                    float[] data = new float[(int) calls.getLong()];
                     calls.asFloatBuffer().get(data);
                     calls.position(calls.position() + 4 * data.length);
                     inputs[i] = new Tensor(data, shape);

@@ -11,7 +11,7 @@
  *                                        counting outputs that differ (beyond 1e-5)
  *
  * CALLS: int32 count, then per call: int32 number of inputs, then per input: int32 ndim,
- * int64 dims[ndim], float32 data (the product of the dims, none when one is below 1).
+ * int64 dims[ndim], int64 number of elements, float32 data (none for a malformed shape).
  * RESULTS per call: int32 status (0 or -1); on -1: int32 length and the error message; on 0:
  * int32 number of outputs, then per output: int32 ndim, int64 dims[ndim], float32 data.
  * Prints "inputs: <names>", then "report: <gd_model_report>"; a failed load prints
@@ -74,7 +74,7 @@ static call *read_calls(const char *path, int *count) {
       calls[c].ndims[i] = value;
       calls[c].dims[i] = calloc(value > 0 ? (size_t)value : 1, sizeof(int64_t));
       read_exact(file, calls[c].dims[i], value > 0 ? (size_t)value * 8 : 0);
-      n = elements(value, calls[c].dims[i]);
+      read_exact(file, &n, 8);
       calls[c].data[i] = malloc(n > 0 ? (size_t)n * 4 : 4);
       read_exact(file, calls[c].data[i], (size_t)n * 4);
     }
