@@ -269,8 +269,9 @@ std::vector<std::vector<int64_t>> Model::checked_shapes(const std::vector<Input>
   if (inputs.size() != input_names_.size()) {
     std::string names;
     for (const std::string &name : input_names_) names += (names.empty() ? "" : ", ") + name;
-    throw Error("the model takes " + std::to_string(input_names_.size()) + " inputs (" + names +
-                "), got " + std::to_string(inputs.size()));
+    throw Error("the model takes " + std::to_string(input_names_.size()) +
+                (input_names_.size() == 1 ? " input (" : " inputs (") + names + "), got " +
+                std::to_string(inputs.size()));
   }
   std::vector<std::vector<int64_t>> shapes;
   for (size_t i = 0; i < inputs.size(); ++i) {
