@@ -35,6 +35,7 @@ test: setup
 demo: setup
 	$(PY) examples/demo.py
 	$(PY) examples/dynamic_demo.py
+	$(MAKE) --no-print-directory deploy-demo
 
 clean:
 	rm -rf $(VENV) gluon_dyn/_lib build *.egg-info
@@ -85,6 +86,20 @@ $(JAR): $(JAVA_SRC) $(JNI_LIB)
 	javac -Werror -Xlint:all -d build/java-classes $(JAVA_SRC)
 	cp $(JNI_LIB) build/java-classes/gluondyn/
 	jar cf $@ -C build/java-classes .
+endif
+
+# examples/deploy: a model trained and exported in Python, run from C and from Java.
+DEPLOY_DIR := build/deploy
+.PHONY: deploy-demo
+deploy-demo: setup
+	mkdir -p $(DEPLOY_DIR)
+	$(PY) examples/deploy/train_and_export.py $(DEPLOY_DIR)/model
+	$(CC) -std=c99 -Wall -Isrc/runtime examples/deploy/predict.c -Lbuild -lgluon_dyn_runtime \
+	    -Wl,-rpath,$(abspath build) -lm -o $(DEPLOY_DIR)/predict
+	$(DEPLOY_DIR)/predict $(DEPLOY_DIR)/model
+ifneq ($(JAVAC),)
+	javac -cp $(JAR) -d $(DEPLOY_DIR) examples/deploy/Main.java
+	cd $(DEPLOY_DIR) && java -cp ../gluon_dyn.jar:. Main model
 endif
 
 # Optional: PyTorch (CPU) for the context columns of the benchmarks; never a
