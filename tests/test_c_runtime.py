@@ -60,6 +60,31 @@ def test_control_flow_model_matches_python_on_every_branch_and_length(runner, ta
     assert report_counts(stdout) == (0, len(calls))
 
 
+class GatedDense(gluon.HybridBlock):
+    """Dense then a gate from its split halves: MXNet 1.9.1 crashes preparing a graph with a
+    split (SliceChannel) unless its operator registry was listed first, as `import mxnet`
+    does and the runtime does too."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(6, in_units=FEATURES)
+
+    def hybrid_forward(self, F, x):
+        value, gate = F.split(self.dense(x), num_outputs=2, axis=1)
+        return value * F.sigmoid(gate)
+
+
+def test_a_graph_with_a_split_runs(runner, tmp_path):
+    block = initialized(GatedDense(), 10)
+    calls = [[np.random.RandomState(batch).uniform(-1, 1, (batch, FEATURES)).astype("f4")]
+             for batch in (1, 3)]
+    python_outputs(block, calls[:1])
+    block.export(str(tmp_path / "gated"))
+    got, _ = run_model(runner, str(tmp_path / "gated"), calls, str(tmp_path))
+    assert_same(got, python_outputs(block, calls), "a graph with a split, from C")
+
+
 def test_mlp_plan_runs_its_tvm_segment_and_any_batch(runner, tmp_path):
     block = initialized(Mlp(), 1)
     rng = np.random.RandomState(2)

@@ -25,6 +25,13 @@ Api load_api() {
   if (table.name == nullptr) throw Error(GD_MXNET_LIBRARY ": has no function " #name);
   GD_MXNET_FUNCTIONS(GD_MXNET_LOOKUP)
 #undef GD_MXNET_LOOKUP
+  // MXNet 1.9.1 frees an invalid pointer while preparing some graphs (an unrolled LSTM's)
+  // unless its operator registry was listed first, as `import mxnet` does.
+  uint32_t count = 0;
+  const char **names = nullptr;
+  if (table.MXListAllOpNames(&count, &names) != 0) {
+    throw Error(std::string("MXNet: ") + table.MXGetLastError());
+  }
   return table;
 }
 

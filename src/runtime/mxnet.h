@@ -26,7 +26,7 @@ namespace mx {
   X(MXNDArrayToDLPack) X(MXNDArrayLoad) X(MXSymbolCreateFromFile) X(MXSymbolCreateFromJSON) \
   X(MXSymbolFree) X(NNSymbolListInputNames) X(MXSymbolGetNumOutputs) X(MXSymbolListAttr)    \
   X(MXSymbolGetInternals) X(MXSymbolListOutputs) X(MXSymbolGetOutput)                       \
-  X(MXCreateCachedOpEX) X(MXFreeCachedOp) X(MXInvokeCachedOpEx)
+  X(MXCreateCachedOpEX) X(MXFreeCachedOp) X(MXInvokeCachedOpEx) X(MXListAllOpNames)
 
 struct Api {
 #define GD_MXNET_POINTER(name) decltype(&::name) name;
