@@ -7,8 +7,9 @@
     and filled, MXInvokeCachedOpEx, outputs waited for and read, handles freed), for a small
     Dense model and the deploy example's model (foreach + while_loop + cond). The C program
     interleaves the two call by call and first checks they give the same outputs.
-(b) A tvm_bridge plan (CompiledBlock.export) run from C against the same plan run from Python
-    by tvm_bridge/deploy_loader.py (inputs made from numpy arrays each call, outputs waited
+(b) A tvm_bridge plan (compile_block(..., choose_by_measurement=False).export: every segment
+    TVM compiles runs on TVM) run from C against the same plan run from Python by
+    tvm_bridge/deploy_loader.py (inputs made from numpy arrays each call, outputs waited
     for): an unrolled LSTM (hidden 64, 50 steps, batch 1) and the deploy example's model,
     whose plan keeps its _while_loop and _cond in MXNet.
 Each round runs one C process, one JVM and the Python timing in turn (medians of `--repeats`
@@ -16,6 +17,7 @@ calls after a warm-up); the table gives the medians of the rounds. Every variant
 output is checked against the block's. Needs `make runtime java` (the Makefile's set-up).
 """
 import argparse
+import json
 import os
 import re
 import statistics
@@ -88,7 +90,8 @@ def build_programs(workdir):
     return program
 
 
-def run(command, key):
+def run(command):
+    """The timings and first output a benchmark program printed, and its output."""
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
                           env={"PATH": os.environ["PATH"]})
     if done.returncode != 0:
@@ -120,7 +123,7 @@ def python_plan_time(prefix, arrays, repeats):
         call()
         samples.append((time.perf_counter() - start) * 1e6)
     first = (out[0] if isinstance(out, list) else out).asnumpy().ravel()[0]
-    return statistics.median(samples), float(first), plan
+    return statistics.median(samples), float(first)
 
 
 def main():
@@ -154,34 +157,37 @@ def main():
         rows[name] = {"prefix": prefix, "inputs": inputs, "want": first_output(
             block, arrays_of(inputs)), "baseline_us": [], "runtime_us": [], "java_us": []}
     for k, (name, block, inputs) in enumerate(plans):
+        # Every segment TVM compiles runs on TVM (no choice by measurement): the plans
+        # compared are the same TVM plans in both languages.
         compiled = tvm_bridge.compile_block(block, *[mx.nd.array(a) for a in arrays_of(inputs)],
-                                            cache_dir=os.path.join(workdir, "cache"))
+                                            cache_dir=os.path.join(workdir, "cache"),
+                                            choose_by_measurement=False)
         prefix = os.path.join(workdir, "plan%d" % k)
-        compiled.export(prefix)
+        with open(compiled.export(prefix)) as f:
+            steps = json.load(f)["steps"]
         rows["plan: " + name] = {"prefix": prefix, "inputs": inputs, "runtime_us": [],
                                  "python_us": [], "want": first_output(block, arrays_of(inputs)),
-                                 "backends": [s["backend"] for s in compiled.report()["segments"]],
-                                 "runs": compiled.report()["runs"]}
+                                 "backends": ["%s (%d ops)" % (s["backend"], s["ops"])
+                                              for s in steps]}
 
     for _ in range(args.rounds):
         for name, row in rows.items():
             repeats = str(args.repeats)
             if name.startswith("plan: "):
-                values, stdout = run([program, "runtime", row["prefix"], repeats] + row["inputs"],
-                                     "runtime_us")
+                values, stdout = run([program, "runtime", row["prefix"], repeats] + row["inputs"])
                 check(name, "the C runtime", values["first_output"], row["want"])
                 row["report"] = stdout.strip().splitlines()[-1]
-                python_us, first, _ = python_plan_time(row["prefix"], arrays_of(row["inputs"]),
+                python_us, first = python_plan_time(row["prefix"], arrays_of(row["inputs"]),
                                                        args.repeats)
                 check(name, "deploy_loader", first, row["want"])
                 row["python_us"].append(python_us)
             else:
                 values, _ = run([program, "compare", libmxnet, row["prefix"], repeats]
-                                + row["inputs"], "runtime_us")
+                                + row["inputs"])
                 check(name, "the C runtime", values["first_output"], row["want"])
                 row["baseline_us"].append(values["baseline_us"])
                 java, _ = run(["java", "-cp", "%s:%s" % (jar, workdir), "RuntimeOverhead",
-                               row["prefix"], repeats] + row["inputs"], "java_us")
+                               row["prefix"], repeats] + row["inputs"])
                 check(name, "the Java binding", java["first_output"], row["want"])
                 row["java_us"].append(java["java_us"])
             row["runtime_us"].append(values["runtime_us"])
@@ -204,7 +210,7 @@ def main():
             print("| %s | %.1f | %.1f | %.2fx | %s |" % (
                 name[len("plan: "):], m["runtime_us"], m["python_us"],
                 m["python_us"] / m["runtime_us"], ", ".join(rows[name]["backends"])))
-            print("  (%s; C runtime: %s)" % (rows[name]["runs"], rows[name]["report"]))
+            print("  (C runtime: %s)" % rows[name]["report"])
     print("\n%d rounds x %d calls; per round the medians; the table the medians of the rounds."
           % (args.rounds, args.repeats))
 
