@@ -106,6 +106,12 @@ def check(name, variant, got, want):
         sys.exit("%s: %s gives %r, the block %r" % (name, variant, got, want))
 
 
+def print_table(header, rows):
+    print("\n| %s |\n|%s" % (" | ".join(header), "---|" * len(header)))
+    for row in rows:
+        print("| %s |" % " | ".join(row))
+
+
 def python_plan_time(prefix, arrays, repeats):
     plan = deploy_loader.load_plan(prefix)
 
@@ -194,23 +200,21 @@ def main():
 
     med = {name: {key: statistics.median(value) for key, value in row.items()
                   if key.endswith("_us")} for name, row in rows.items()}
-    print("\n| model | MXNet CachedOp from C, us | C runtime, us | C runtime overhead, us "
-          "| Java binding, us | Java overhead, us |")
-    print("|---|---|---|---|---|---|")
-    for name, m in med.items():
-        if "baseline_us" in m:
-            print("| %s | %.1f | %.1f | %+.1f | %.1f | %+.1f |" % (
-                name, m["baseline_us"], m["runtime_us"], m["runtime_us"] - m["baseline_us"],
-                m["java_us"], m["java_us"] - m["baseline_us"]))
-    print("\n| tvm_bridge plan | from C, us | from Python (deploy_loader), us | C speed-up | "
-          "steps |")
-    print("|---|---|---|---|---|")
-    for name, m in med.items():
-        if "python_us" in m:
-            print("| %s | %.1f | %.1f | %.2fx | %s |" % (
-                name[len("plan: "):], m["runtime_us"], m["python_us"],
-                m["python_us"] / m["runtime_us"], ", ".join(rows[name]["backends"])))
-            print("  (C runtime: %s)" % rows[name]["report"])
+    print_table(["model", "MXNet CachedOp from C, us", "C runtime, us", "C runtime overhead, us",
+                 "Java binding, us", "Java overhead, us"],
+                [[name, "%.1f" % m["baseline_us"], "%.1f" % m["runtime_us"],
+                  "%+.1f" % (m["runtime_us"] - m["baseline_us"]), "%.1f" % m["java_us"],
+                  "%+.1f" % (m["java_us"] - m["baseline_us"])]
+                 for name, m in med.items() if "baseline_us" in m])
+    plan_names = [name for name in med if "python_us" in med[name]]
+    print_table(["tvm_bridge plan", "from C, us", "from Python (deploy_loader), us", "C speed-up",
+                 "steps"],
+                [[name[len("plan: "):], "%.1f" % med[name]["runtime_us"],
+                  "%.1f" % med[name]["python_us"],
+                  "%.2fx" % (med[name]["python_us"] / med[name]["runtime_us"]),
+                  ", ".join(rows[name]["backends"])] for name in plan_names])
+    for name in plan_names:
+        print("%s, C runtime: %s" % (name, rows[name]["report"]))
     print("\n%d rounds x %d calls; per round the medians; the table the medians of the rounds."
           % (args.rounds, args.repeats))
 

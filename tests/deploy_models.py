@@ -19,29 +19,32 @@ HIDDEN, FEATURES, MAX_STEPS = 5, 4, 4
 
 
 class Tagger(gluon.HybridBlock):
-    """An RNN over the rows of `seq` (foreach), a refinement loop whose trip count is the data
-    `steps` (while_loop, its per-step outputs kept), a branch on the result (cond).
-    Returns the RNN's rows, the loop's rows, the final state and the chosen head."""
+    """An RNN over the embedded rows of `seq` (foreach), a refinement loop whose trip count is
+    the data `steps` (while_loop, its per-step outputs kept), a choice between two heads on the
+    result (cond). Returns the RNN's rows, the loop's rows, the final state and the head."""
 
     def __init__(self):
         super().__init__()
         with self.name_scope():
-            self.start = gluon.nn.Dense(HIDDEN, in_units=FEATURES, activation="tanh")
-            self.cell = gluon.nn.Dense(HIDDEN, in_units=FEATURES + HIDDEN, activation="tanh")
+            self.embed = gluon.nn.Dense(HIDDEN, in_units=FEATURES, flatten=False)
+            self.cell = gluon.nn.Dense(HIDDEN, in_units=2 * HIDDEN, activation="tanh")
             self.refine = gluon.nn.Dense(HIDDEN, in_units=HIDDEN)
-            self.pos = gluon.nn.Dense(2, in_units=HIDDEN)
-            self.neg = gluon.nn.Dense(2, in_units=HIDDEN)
+            self.heads = gluon.nn.Dense(4, in_units=HIDDEN)
 
     def hybrid_forward(self, F, seq, steps):
         def step(row, states):
             h = self.cell(F.concat(row, states[0], dim=1))
             return h, [h]
 
-        rows, (h,) = foreach(step, seq, [self.start(F.mean(seq, axis=0))])
+        embedded = self.embed(seq)
+        rows, (h,) = foreach(step, embedded, [F.tanh(F.mean(embedded, axis=0))])
         refined, (_, h) = while_loop(lambda i, h: i < steps,
                                      lambda i, h: (h, [i + 1, F.tanh(self.refine(h)) + h]),
                                      [F.zeros((1,)), h], max_iterations=MAX_STEPS)
-        return rows, refined, h, cond(F.sum(h) > 0, lambda: self.pos(h), lambda: self.neg(h) * 2)
+        scores = self.heads(h)
+        head = cond(F.sum(h) > 0, lambda: F.slice_axis(scores, axis=1, begin=0, end=2),
+                    lambda: F.slice_axis(scores, axis=1, begin=2, end=4) * 2)
+        return rows, refined, h, head
 
 
 class Refiner(gluon.HybridBlock):

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
+from gluon_dyn import native
+
 from deploy_models import (FEATURES, MAX_STEPS, Looper, Mlp, Refiner, assert_same, copy_model,
                            export_plan, export_tagger, initialized, python_outputs, refiner_calls,
                            tagger_calls)
@@ -83,6 +85,34 @@ def test_a_graph_with_a_split_runs(runner, tmp_path):
     block.export(str(tmp_path / "gated"))
     got, _ = run_model(runner, str(tmp_path / "gated"), calls, str(tmp_path))
     assert_same(got, python_outputs(block, calls), "a graph with a split, from C")
+
+
+class Guarded(gluon.HybridBlock):
+    """gluon_dyn's run-time assertion in the graph: it needs the operator library, and fails
+    while the graph runs (an error MXNet reports when the output is read)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=FEATURES)
+
+    def hybrid_forward(self, F, x):
+        _, (y,) = native.assert_true(F, F.min(x) > 0, self.dense(x), message="x must be positive")
+        return F.relu(y) + 1
+
+
+def test_a_failed_assertion_fails_the_run_and_the_model_stays_usable(runner, tmp_path):
+    block = initialized(Guarded(), 11)
+    positive = np.random.RandomState(12).uniform(0.1, 1, (2, FEATURES)).astype("f4")
+    python_outputs(block, [[positive]])
+    block.export(str(tmp_path / "guarded"))
+    calls = [[positive], [-positive], [positive * 2], [-positive], [positive[:1]]]
+    got, _ = run_model(runner, str(tmp_path / "guarded"), calls, str(tmp_path))
+    for failure in (got[1], got[3]):
+        assert failure.startswith("gd_model_run: the graph rejects input data of shape (2, 4): ")
+        assert "gluon_dyn assumption failed: x must be positive" in failure
+    good = [calls[0], calls[2], calls[4]]
+    assert_same([got[0], got[2], got[4]], python_outputs(block, good), "after failed assertions")
 
 
 def test_mlp_plan_runs_its_tvm_segment_and_any_batch(runner, tmp_path):
