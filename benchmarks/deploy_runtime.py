@@ -9,12 +9,12 @@
     interleaves the two call by call and first checks they give the same outputs.
 (b) A tvm_bridge plan (compile_block(..., choose_by_measurement=False).export: every segment
     TVM compiles runs on TVM) run from C against the same plan run from Python by
-    tvm_bridge/deploy_loader.py (inputs made from numpy arrays each call, outputs waited
-    for): an unrolled LSTM (hidden 64, 50 steps, batch 1) and the deploy example's model,
-    whose plan keeps its _while_loop and _cond in MXNet.
-Each round runs one C process, one JVM and the Python timing in turn (medians of `--repeats`
-calls after a warm-up); the table gives the medians of the rounds. Every variant's first
-output is checked against the block's. Needs `make runtime java` (the Makefile's set-up).
+    tvm_bridge/deploy_loader.py (plan_from_python.py: inputs made from numpy arrays each call,
+    outputs waited for): an unrolled LSTM (hidden 64, 50 steps, batch 1) and the deploy
+    example's model, whose plan keeps its _while_loop and _cond in MXNet.
+Each round runs every variant in a process of its own, one after the other (medians of
+`--repeats` calls after a warm-up); the table gives the medians of the rounds. Every variant's
+first output is checked against the block's. Needs `make runtime java` (the Makefile's set-up).
 """
 import argparse
 import json
@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 from tvm_bridge.runtime import configure_threads
 
@@ -35,7 +34,6 @@ import numpy as np  # noqa: E402
 from mxnet import gluon  # noqa: E402
 
 import tvm_bridge  # noqa: E402
-from tvm_bridge import deploy_loader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -44,23 +42,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "examples", "deploy"))
 from small_lstm import BATCH, INPUT, STEPS, UnrolledLSTM  # noqa: E402
 from train_and_export import FEATURES, SequenceScorer  # noqa: E402
-
-WARMUP = 20
-
-
-def arrays_of(inputs):
-    """The numpy arrays runtime_overhead.c and RuntimeOverhead.java build from `inputs`
-    ("2x3x4": sin(0.37 k) at element k; "1=2": filled with 2)."""
-    arrays = []
-    for spec in inputs:
-        shape_text, _, value = spec.partition("=")
-        shape = tuple(int(d) for d in shape_text.split("x"))
-        if value:
-            arrays.append(np.full(shape, float(value), np.float32))
-        else:
-            arrays.append(np.sin(0.37 * np.arange(np.prod(shape))).astype(np.float32).reshape(shape))
-    return arrays
-
+from plan_from_python import arrays_of  # noqa: E402
 
 def first_output(block, arrays):
     with mx.autograd.pause():
@@ -110,26 +92,6 @@ def print_table(header, rows):
     print("\n| %s |\n|%s" % (" | ".join(header), "---|" * len(header)))
     for row in rows:
         print("| %s |" % " | ".join(row))
-
-
-def python_plan_time(prefix, arrays, repeats):
-    plan = deploy_loader.load_plan(prefix)
-
-    def call():
-        out = plan(*[mx.nd.array(a) for a in arrays])
-        (out[0] if isinstance(out, list) else out).wait_to_read()
-        return out
-
-    out = call()
-    for _ in range(WARMUP):
-        call()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1e6)
-    first = (out[0] if isinstance(out, list) else out).asnumpy().ravel()[0]
-    return statistics.median(samples), float(first)
 
 
 def main():
@@ -183,10 +145,10 @@ def main():
                 values, stdout = run([program, "runtime", row["prefix"], repeats] + row["inputs"])
                 check(name, "the C runtime", values["first_output"], row["want"])
                 row["report"] = stdout.strip().splitlines()[-1]
-                python_us, first = python_plan_time(row["prefix"], arrays_of(row["inputs"]),
-                                                       args.repeats)
-                check(name, "deploy_loader", first, row["want"])
-                row["python_us"].append(python_us)
+                python, _ = run([sys.executable, os.path.join(HERE, "plan_from_python.py"),
+                                 row["prefix"], repeats] + row["inputs"])
+                check(name, "deploy_loader", python["first_output"], row["want"])
+                row["python_us"].append(python["python_us"])
             else:
                 values, _ = run([program, "compare", libmxnet, row["prefix"], repeats]
                                 + row["inputs"])

@@ -62,14 +62,17 @@ def test_tvm_plans_match_python(classes, tmp_path):
     _, mlp_prefix = export_plan(mlp, [rng.uniform(-1, 1, (2, FEATURES)).astype("f4")], tmp_path,
                                 "mlp", str(tmp_path / "cache"), symbolic_dims={0: {0: "batch"}})
     calls = [[rng.uniform(-1, 1, (batch, FEATURES)).astype("f4")] for batch in (2, 6)]
-    assert_same(run_java(classes, mlp_prefix, calls, tmp_path)[0], python_outputs(mlp, calls),
-                "MLP plan from Java")
+    got, stdout = run_java(classes, mlp_prefix, calls, tmp_path)
+    assert_same(got, python_outputs(mlp, calls), "MLP plan from Java")
+    assert stdout[-1] == "report: 2 runs as the plan, 0 as the MXNet graph"
     refiner = initialized(Refiner(), 9)
     calls = refiner_calls(rng, batch=2)
     _, prefix = export_plan(refiner, calls[0], tmp_path, "refiner", str(tmp_path / "cache"))
     calls += refiner_calls(rng, batch=3)[:2]  # other types: the MXNet graph runs them
-    assert_same(run_java(classes, prefix, calls, tmp_path)[0], python_outputs(refiner, calls),
-                "plan around a while_loop and a cond, from Java")
+    got, stdout = run_java(classes, prefix, calls, tmp_path)
+    assert_same(got, python_outputs(refiner, calls), "plan around a while_loop and a cond, Java")
+    assert stdout[-1].startswith("report: %d runs as the plan, 2 as the MXNet graph" % (
+        len(calls) - 2))
 
 
 def test_failures_carry_the_runtime_message_and_the_model_stays_usable(classes, tmp_path):
@@ -104,7 +107,9 @@ def test_java_api_checks(classes, tmp_path):
         "two inputs: gd_model_run: the model takes 1 input (data), got 2",
         "null input: Model.run: input 0 is null",
         "after failures: 2",
-        "closed: Model.run: the model is closed"]
+        "report: 0 runs as the plan, 2 as the MXNet graph",
+        "closed: Model.run: the model is closed",
+        "closed report: Model.report: the model is closed"]
 
 
 def test_the_jar_alone_carries_its_native_library(classes, tmp_path):

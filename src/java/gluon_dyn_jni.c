@@ -115,6 +115,12 @@ JNIEXPORT jobjectArray JNICALL Java_gluondyn_Model_nativeRun(JNIEnv *env, jclass
   return outputs;
 }
 
+JNIEXPORT jstring JNICALL Java_gluondyn_Model_nativeReport(JNIEnv *env, jclass cls,
+                                                          jlong handle) {
+  (void)cls;
+  return (*env)->NewStringUTF(env, gd_model_report((gd_model *)(intptr_t)handle));
+}
+
 JNIEXPORT void JNICALL Java_gluondyn_Model_nativeFree(JNIEnv *env, jclass cls, jlong handle) {
   (void)env;
   (void)cls;

@@ -74,6 +74,7 @@ Value Value::borrow(const float *data, std::vector<int64_t> shape) {
 }
 
 void Value::copy_for_tvm() {
+  if (tensor_) return;  // made for an earlier step reading the same parameter
   OwnedDLPack view = own(array_->to_dlpack());
   tensor_ = aligned_copy(view->dl_tensor);
 }

@@ -37,12 +37,18 @@ public final class JavaApiChecks {
             System.out.println("null input: " + error.getMessage());
         }
         System.out.println("after failures: " + model.run(good)[0].shape().length);
+        System.out.println("report: " + model.report());
         model.close();
         model.close();
         try {
             model.run(good);
         } catch (GluonDynException error) {
             System.out.println("closed: " + error.getMessage());
+        }
+        try {
+            model.report();
+        } catch (GluonDynException error) {
+            System.out.println("closed report: " + error.getMessage());
         }
     }
 }

@@ -14,7 +14,8 @@ import java.nio.file.Paths;
 /**
  * The Java twin of run_model.c, for the tests: runs an exported model through gluondyn.Model on
  * the calls of a file and writes each call's outputs or error in run_model.c's formats (little
- * endian). Prints "inputs: <names>"; a failed load prints "load failed: <message>" and exits 2.
+ * endian). Prints "inputs: <names>", then "report: <Model.report()>"; a failed load prints
+ * "load failed: <message>" and exits 2.
  *
  * <p>java RunModel PREFIX CALLS RESULTS
  */
@@ -49,6 +50,7 @@ public final class RunModel {
                     out.write(message);
                 }
             }
+            System.out.println("report: " + model.report());
         } catch (GluonDynException error) {
             System.out.println("load failed: " + error.getMessage());
             System.exit(2);

@@ -63,6 +63,17 @@ public final class Model implements AutoCloseable {
         return outputs;
     }
 
+    /**
+     * How the runs went, for diagnosis: how many ran as a tvm_bridge plan and how many as the
+     * MXNet graph (their types differed from the plan's), with the last difference.
+     */
+    public synchronized String report() throws GluonDynException {
+        if (handle == 0) {
+            throw new GluonDynException("Model.report: the model is closed");
+        }
+        return nativeReport(handle);
+    }
+
     /** Releases the model; later calls to run fail. Closing again does nothing. */
     @Override
     public synchronized void close() {
@@ -80,6 +91,8 @@ public final class Model implements AutoCloseable {
 
     private static native float[][] nativeRun(long handle, float[][] data, long[][] shapes,
             long[][] outputShapes) throws GluonDynException;
+
+    private static native String nativeReport(long handle);
 
     private static native void nativeFree(long handle);
 }
