@@ -189,14 +189,29 @@ def test_no_leak_over_ten_thousand_runs(runner, tmp_path):
     assert after < before * 1.05, (before, after)
 
 
-def test_models_run_in_parallel_threads(runner, tagger, tmp_path):
-    _, prefix = tagger
+def run_threads(runner, prefix, calls, tmp_path, rounds=3):
     calls_path = str(tmp_path / "calls.bin")
-    write_calls(calls_path, tagger_calls(np.random.RandomState(6)))
-    done = subprocess.run([runner, "--threads", "2", prefix, calls_path, "3"], capture_output=True,
-                          text=True, timeout=600, env=clean_environment())
+    write_calls(calls_path, calls)
+    done = subprocess.run([runner, "--threads", "2", prefix, calls_path, str(rounds)],
+                          capture_output=True, text=True, timeout=600, env=clean_environment())
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "runs 60 mismatches 0 errors 0" in done.stdout
+    return done.stdout
+
+
+def test_models_run_in_parallel_threads(runner, tagger, tmp_path):
+    calls = tagger_calls(np.random.RandomState(6))
+    assert "runs 60 mismatches 0 errors 0" in run_threads(runner, tagger[1], calls, tmp_path)
+
+
+def test_plans_run_in_parallel_threads(runner, tmp_path):
+    block = initialized(Refiner(), 13)
+    calls = refiner_calls(np.random.RandomState(14), batch=2)
+    _, prefix = export_plan(block, calls[0], tmp_path, "refiner", str(tmp_path / "cache"))
+    stdout = run_threads(runner, prefix, calls, tmp_path, rounds=5)
+    assert "runs 60 mismatches 0 errors 0" in stdout
+    # The first model also ran the calls one by one, for the expected outputs.
+    assert "report 0: 36 runs as the plan, 0 as the MXNet graph" in stdout
+    assert "report 1: 30 runs as the plan, 0 as the MXNet graph" in stdout
 
 
 def test_bad_inputs_fail_by_name_and_the_model_stays_usable(runner, tagger, tmp_path):

@@ -8,7 +8,8 @@
  *                                        the calls' outputs, one by one, on one model; then
  *                                        N models, each in its own thread, run the calls
  *                                        ROUNDS times at once, from different starting calls,
- *                                        counting outputs that differ (beyond 1e-5)
+ *                                        counting outputs that differ (beyond 1e-5); then
+ *                                        "report <k>: <gd_model_report>" per model
  *
  * CALLS: int32 count, then per call: int32 number of inputs, then per input: int32 ndim,
  * int64 dims[ndim], int64 number of elements, float32 data (none for a malformed shape).
@@ -214,7 +215,10 @@ static void run_threads(int threads, const char *prefix, const char *calls_path,
   }
   printf("runs %ld mismatches %ld errors %ld\n", (long)threads * rounds * count, mismatches,
          errors);
-  for (t = 0; t < threads; ++t) gd_model_free(jobs[t].model);
+  for (t = 0; t < threads; ++t) {
+    printf("report %d: %s\n", t, gd_model_report(jobs[t].model));
+    gd_model_free(jobs[t].model);
+  }
 }
 
 static long resident_kb(void) {
