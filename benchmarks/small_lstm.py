@@ -1,21 +1,21 @@
 """Small-op LSTM: a plain Block looping over gluon.rnn.LSTMCell (hidden 64, batch 1, 50 steps).
 
-Variants, interleaved in one run, medians of many repeats after warm-up:
+Variants (benchmarks/harness.py: outputs checked against the imperative run,
+fresh inputs, warm-up, interleaved, medians), inference and training:
 - imperative:      the Block as written, run op by op;
 - dynamic:         the same Block, net.hybridize(dynamic=True);
 - hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True);
-- pytorch eager:   the same loop over torch.nn.LSTMCell, for context, when the optional
-                   benchmark extra is installed (`make bench-extra`).
-Prints milliseconds per sequence and the ratios. Inference and training.
+- pytorch eager:   the same loop over torch.nn.LSTMCell with the same weights, for
+                   context, when the optional benchmark extra is installed (`make bench-extra`).
 """
 import argparse
-import statistics
-import time
 
 import mxnet as mx
-from mxnet import autograd, gluon
+from mxnet import gluon
 
-import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
+import gluon_dyn
+import harness
+from control_flow_rnn import torch_cell
 
 HIDDEN, BATCH, STEPS, INPUT = 64, 1, 50, 64
 
@@ -48,92 +48,59 @@ class UnrolledLSTM(gluon.HybridBlock):
         return self.head(out)
 
 
-class TorchLoop:
-    """The same program in PyTorch eager (context only; never a dependency)."""
+def torch_loop(torch, net):
+    """LoopLSTM `net` in PyTorch eager with its parameter values: (forward, parameters)."""
+    cell, head = torch_cell(torch, net.cell), torch.nn.Linear(HIDDEN, 1)
+    harness.torch_parameters(torch, [(head.weight, net.head.weight), (head.bias, net.head.bias)])
 
-    def __init__(self, torch):
-        self.torch = torch
-        self.cell = torch.nn.LSTMCell(INPUT, HIDDEN)
-        self.head = torch.nn.Linear(HIDDEN, 1)
-        torch.set_num_threads(2)
-
-    def __call__(self, seq):
-        h = (self.torch.zeros(BATCH, HIDDEN), self.torch.zeros(BATCH, HIDDEN))
+    def forward(seq):
+        state = None
         for t in range(seq.shape[0]):
-            h = self.cell(seq[t], h)
-        return self.head(h[0])
+            state = cell(seq[t], state)
+        return head(state[0])
+    return forward, list(cell.parameters()) + list(head.parameters())
 
 
-def torch_step(net, seq, train):
-    if train:
-        net.cell.zero_grad()
-        net(seq).sum().backward()
-    else:
-        with net.torch.no_grad():
-            net(seq)
-
-
-def build():
+def variants(train, torch):
     mx.random.seed(0)
-    variants = {"imperative": LoopLSTM(), "dynamic": LoopLSTM(), "hand-unrolled": UnrolledLSTM()}
-    for name, net in variants.items():
+    nets = {"imperative": LoopLSTM(), "dynamic": LoopLSTM(), "hand-unrolled": UnrolledLSTM()}
+    for net in nets.values():
         net.initialize(mx.init.Xavier())
-    source = variants["imperative"].collect_params()
-    for name in ("dynamic", "hand-unrolled"):
-        for (_, src), (_, dst) in zip(sorted(source.items()),
-                                      sorted(variants[name].collect_params().items())):
-            dst.set_data(src.data())
-    variants["dynamic"].hybridize(dynamic=True)
-    variants["hand-unrolled"].hybridize(static_alloc=True)
-    return variants
-
-
-def step(net, seq, train):
-    if train:
-        with autograd.record():
-            out = net(seq)
-        out.backward()
-    else:
-        out = net(seq)
-    out.wait_to_read()
-    mx.nd.waitall()
+    harness.copy_params(nets["imperative"], nets["dynamic"], nets["hand-unrolled"])
+    nets["dynamic"].hybridize(dynamic=True)
+    nets["hand-unrolled"].hybridize(static_alloc=True)
+    result = [harness.Variant(name, harness.gluon_call(net, train)) for name, net in nets.items()]
+    if torch is not None:
+        forward, parameters = torch_loop(torch, nets["imperative"])
+        result.append(harness.Variant("pytorch eager",
+                                      harness.torch_call(torch, forward, parameters, train),
+                                      prepare=harness.torch_tensors(torch)))
+    return result, nets["dynamic"]
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    seq = mx.nd.random.normal(shape=(STEPS, BATCH, INPUT))
-    variants = build()
-    runners = {name: (lambda net: lambda train: step(net, seq, train))(net)
-               for name, net in variants.items()}
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is not None:
-        torch_net, torch_seq = TorchLoop(torch), torch.from_numpy(seq.asnumpy())
-        runners["pytorch eager"] = lambda train: torch_step(torch_net, torch_seq, train)
+    torch = harness.import_torch()
+    rows = []
     for train in (False, True):
-        for run in runners.values():
-            for _ in range(5):
-                run(train)  # warm-up: the profiled calls and the first trace
-        times = {name: [] for name in runners}
-        for _ in range(args.repeats):
-            for name, run in runners.items():   # interleaved
-                start = time.perf_counter()
-                run(train)
-                times[name].append((time.perf_counter() - start) * 1000)
-        medians = {name: statistics.median(t) for name, t in times.items()}
-        mode = "training " if train else "inference"
-        line = "%s  " % mode + "  ".join("%s %.2f ms" % item for item in medians.items()) + \
-            "  | dynamic vs imperative %.2fx, vs hand-unrolled %.2fx" % (
-                medians["imperative"] / medians["dynamic"],
-                medians["hand-unrolled"] / medians["dynamic"])
-        if "pytorch eager" in medians:
-            line += ", vs pytorch eager %.2fx" % (medians["pytorch eager"] / medians["dynamic"])
-        print(line)
-    print("report:", gluon_dyn.hybridize.report(variants["dynamic"])["statements"])
+        runs, dynamic = variants(train, torch)
+        timings = harness.compare(
+            runs, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
+        ms = {name: timing.median_ms for name, timing in timings.items()}
+        rows.append(["training" if train else "inference", ms["imperative"],
+                     "%.2f (%s)" % (ms["dynamic"], harness.ratio(ms["imperative"], ms["dynamic"])),
+                     "%.2f (dynamic %s)" % (ms["hand-unrolled"],
+                                            harness.ratio(ms["hand-unrolled"], ms["dynamic"])),
+                     "%.2f (dynamic %s)" % (ms["pytorch eager"], harness.ratio(
+                         ms["pytorch eager"], ms["dynamic"])) if torch else "-"])
+        print("%s, dynamic block's statements: %s" % (
+            rows[-1][0], gluon_dyn.hybridize.report(dynamic)["statements"]))
+    harness.print_table(
+        "LSTMCell loop, hidden %d, batch %d, %d steps, ms per sequence" % (HIDDEN, BATCH, STEPS),
+        ["mode", "imperative", "`hybridize(dynamic=True)`",
+         "hand-unrolled HybridBlock, `static_alloc=True`", "PyTorch eager"], rows)
 
 
 if __name__ == "__main__":

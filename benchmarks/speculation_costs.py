@@ -1,21 +1,27 @@
 """What speculation costs: time to the first specialised graph, and a failed guard.
 
 A plain Block (LSTMCell, hidden 64, batch 1, 50 steps, then a data-dependent refine
-loop) runs under hybridize(dynamic=True). Per call, in order: the profiled
-imperative calls, the call that traces the first graph, steady graph calls, the
-call whose guard fails (graph run, then imperative), the call that traces the
-relaxed graph, and steady calls of that graph. Medians over several fresh blocks.
+loop) runs under hybridize(dynamic=True), each call interleaved with the same call
+of an imperative copy (the reference: its times and outputs) on new arrays
+(benchmarks/harness.py). Per call, in order: the profiled imperative calls, the
+call that traces the first graph, steady graph calls, the call whose guard fails
+(graph run, then imperative), the call that traces the relaxed graph, and steady
+calls of that graph. Medians over several fresh blocks.
 """
 import argparse
 import statistics
-import time
 
 import mxnet as mx
 from mxnet import gluon
 
 import gluon_dyn
+import harness
 
 HIDDEN, STEPS = 64, 50
+# (phase, refine loop's trip count) of each call, in order.
+CALLS = ([("profiled call", 2)] * 3 + [("first graph (trace)", 2)]
+         + [("steady, speculated graph", 2)] * 5 + [("failed guard", 3)]
+         + [("relaxed graph (trace)", 3)] + [("steady, relaxed graph", 1)] * 5)
 
 
 class Refined(gluon.Block):
@@ -35,37 +41,34 @@ class Refined(gluon.Block):
         return out
 
 
-def timed(net, seq, refine):
-    start = time.perf_counter()
-    net(seq, mx.nd.array([refine])).wait_to_read()
-    return (time.perf_counter() - start) * 1000
+def inputs(call):
+    return harness.normal_array((STEPS, 1, HIDDEN), call), mx.nd.array([CALLS[call][1]])
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=5)
     args = parser.parse_args()
-    seq = mx.nd.random.normal(shape=(STEPS, 1, HIDDEN))
-    phases = {"imperative (reference)": [], "profiled call": [], "first graph (trace)": [],
-              "steady, speculated graph": [], "failed guard": [], "relaxed graph (trace)": [],
-              "steady, relaxed graph": []}
+    phases = {"imperative (reference)": []}
+    phases.update((phase, []) for phase, _ in CALLS)
     for _ in range(args.blocks):
-        reference = Refined()
-        reference.initialize()
-        phases["imperative (reference)"].append(statistics.median(
-            timed(reference, seq, 2) for _ in range(5)))
-        net = Refined()
-        net.initialize()
+        reference, net = Refined(), Refined()
+        for block in (reference, net):
+            block.initialize()
+        harness.copy_params(reference, net)
         net.hybridize(dynamic=True)
-        phases["profiled call"] += [timed(net, seq, 2) for _ in range(3)]
-        phases["first graph (trace)"].append(timed(net, seq, 2))
-        phases["steady, speculated graph"] += [timed(net, seq, 2) for _ in range(5)]
-        phases["failed guard"].append(timed(net, seq, 3))
-        phases["relaxed graph (trace)"].append(timed(net, seq, 3))
-        phases["steady, relaxed graph"] += [timed(net, seq, 1) for _ in range(5)]
-        assert len(gluon_dyn.hybridize.report(net)["guard_failures"]) == 1
-    for phase, values in phases.items():
-        print("%-26s %8.2f ms" % (phase, statistics.median(values)))
+        times = harness.run_calls([harness.Variant("imperative", reference),
+                                   harness.Variant("dynamic", net)], inputs, len(CALLS))
+        phases["imperative (reference)"] += times["imperative"]
+        for (phase, _), ms in zip(CALLS, times["dynamic"]):
+            phases[phase].append(ms)
+        if len(gluon_dyn.hybridize.report(net)["guard_failures"]) != 1:
+            raise RuntimeError("expected one failed guard, the report says %s"
+                               % gluon_dyn.hybridize.report(net)["guard_failures"])
+    harness.print_table(
+        "LSTMCell hidden %d, %d steps, then a refine loop; medians over %d fresh blocks"
+        % (HIDDEN, STEPS, args.blocks), ["call", "ms"],
+        [[phase, statistics.median(values)] for phase, values in phases.items()])
 
 
 if __name__ == "__main__":

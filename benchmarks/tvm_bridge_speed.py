@@ -1,196 +1,138 @@
 """tvm_bridge speed: imperative Gluon code under hybridize(dynamic=True, backend="tvm").
 
-Three programs, inference, variants interleaved in one run (medians of many
-repeats after warm-up; every variant is checked against the imperative output):
+Three programs, inference (benchmarks/harness.py: every variant's output checked
+against the reference during warm-up, fresh input arrays per call, interleaved
+variants, medians):
 1. small LSTM: a plain Block looping over gluon.rnn.LSTMCell (hidden 64, batch 1,
-   50 steps) - imperative, dynamic on MXNet, dynamic on TVM (untuned, and tuned
-   with --trials meta-schedule trials), the hand-unrolled HybridBlock
-   (static_alloc + static_shape), PyTorch eager and torch.compile;
+   50 steps) - imperative (reference), dynamic on MXNet, dynamic on TVM untuned
+   (an empty TVM cache of its own) and tuned (--trials meta-schedule trials), the
+   hand-unrolled HybridBlock (static_alloc + static_shape), PyTorch eager and
+   torch.compile;
 2. MXNet's control-flow configuration: the same loop with LSTMCell hidden 512,
-   100 steps, batch 1 and 32 - dynamic on MXNet and on TVM (untuned, and tuned
-   with --config-trials trials when given), gluon.rnn.LSTM (the fused oneDNN
-   operator), PyTorch eager, torch.compile;
-3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc) vs
-   tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
-PyTorch columns appear when torch is installed (`make bench-extra`). Compile
-times (first call of each variant, tuning included) are printed too.
+   100 steps, batch 1 and 32 - dynamic on MXNet (reference), on TVM untuned and
+   tuned (--config-trials, when given), gluon.rnn.LSTM (the fused oneDNN operator,
+   same weights), PyTorch eager, torch.compile;
+3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc, static_shape)
+   (reference) vs tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
+PyTorch rows appear when torch is installed (`make bench-extra`). "first calls s"
+is the wall time of the warm-up calls (profiling, tracing, speed check, TVM
+compile and tuning, torch.compile's compile).
 """
 import argparse
 import os
-import statistics
-import sys
-import time
+import tempfile
 
 import mxnet as mx
-import numpy as np
 from mxnet import gluon
 
-import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
+import gluon_dyn
+import harness
 import tvm_bridge
+from control_flow_rnn import Loop, torch_cell, torch_steps
+from small_lstm import BATCH, HIDDEN, INPUT, STEPS, LoopLSTM, UnrolledLSTM, torch_loop
 from tvm_bridge.runtime import configure_threads
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_flow_rnn import Loop  # noqa: E402
-from small_lstm import LoopLSTM, UnrolledLSTM  # noqa: E402
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-
-def same_params(source, *targets):
-    for target in targets:
-        for (_, src), (_, dst) in zip(sorted(source.collect_params().items()),
-                                      sorted(target.collect_params().items())):
-            dst.set_data(src.data())
+def tvm_options(cache_root, name, trials=None):
+    """backend_options with a TVM cache of the variant's own: an untuned variant
+    never finds tuning records."""
+    options = {"cache_dir": os.path.join(cache_root, name.replace(" ", "_"))}
+    if trials:
+        options["tune"] = trials
+    return options
 
 
-def timed_first_call(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
-
-
-def interleaved(variants, repeats):
-    """Median ms per call of each zero-argument callable, called in turn."""
-    times = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, run in variants.items():
-            start = time.perf_counter()
-            run()
-            times[name].append((time.perf_counter() - start) * 1000)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
-def mx_runner(net, *args):
-    def run():
-        out = net(*args)
-        (out[0] if isinstance(out, (list, tuple)) else out).wait_to_read()
-        return out
-    return run
-
-
-def warm_dynamic(net, run, calls=8):
-    """Profiled calls, the trace, the speed check and (TVM) the plan's compile."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        run()
-    return time.perf_counter() - start
-
-
-class TorchLSTMLoop:
-    """The loop over torch.nn.LSTMCell (context only; never a dependency)."""
-
-    def __init__(self, hidden, with_head):
-        self.cell = torch.nn.LSTMCell(hidden, hidden)
-        self.head = torch.nn.Linear(hidden, 1) if with_head else None
-        self.hidden = hidden
-
-    def __call__(self, seq):
-        h = (torch.zeros(seq.shape[1], self.hidden), torch.zeros(seq.shape[1], self.hidden))
-        for t in range(seq.shape[0]):
-            h = self.cell(seq[t], h)
-        return self.head(h[0]) if self.head is not None else h[0]
-
-
-def torch_variants(make_net, seq):
-    """PyTorch eager and torch.compile on the same program, when torch is here."""
+def torch_variants(torch, forward, parameters):
+    """PyTorch eager and torch.compile running `forward`."""
     if torch is None:
-        return {}, {}
-    torch.set_num_threads(2)
-    net, data = make_net(), torch.from_numpy(seq.asnumpy())
-    compiled = torch.compile(net.__call__)
-
-    def eager():
-        with torch.no_grad():
-            net(data)
-
-    def compiled_run():
-        with torch.no_grad():
-            compiled(data)
-    _, compile_s = timed_first_call(compiled_run)
-    return {"pytorch eager": eager, "torch.compile": compiled_run}, {"torch.compile": compile_s}
+        return []
+    return [harness.Variant(name, harness.torch_call(torch, run, parameters),
+                            prepare=harness.torch_tensors(torch))
+            for name, run in (("pytorch eager", forward),
+                              ("torch.compile", torch.compile(forward)))]
 
 
-def print_table(title, medians, compile_s, reference):
-    print("\n%s" % title)
-    print("| variant | ms per call | speed-up vs %s | first calls / compile s |" % reference)
-    print("|---|---|---|---|")
-    for name, ms in medians.items():
-        print("| %s | %.3f | %.2fx | %s |" % (name, ms, medians[reference] / ms,
-                                             "%.1f" % compile_s[name] if name in compile_s else ""))
+def table(title, timings, reference):
+    ms = {name: timing.median_ms for name, timing in timings.items()}
+    harness.print_table(title, ["variant", "ms per call", "speed-up vs %s" % reference,
+                                "first calls s"],
+                        [[name, ms[name], harness.ratio(ms[reference], ms[name]),
+                          sum(timing.warmup_ms) / 1000] for name, timing in timings.items()])
+    return ms
 
 
-def check_close(reference, *others):
-    expected = reference().asnumpy()
-    for run in others:
-        np.testing.assert_allclose(run().asnumpy(), expected, rtol=1e-4, atol=1e-5)
+def plan_summary(net):
+    for plan in gluon_dyn.hybridize.report(net)["tvm"]["plans"]:
+        print("plan: runs %s (plan %s ms, one MXNet graph %s ms); segments %s" % (
+            plan["runs"], plan["plan_ms"], plan["whole_graph_mxnet_ms"],
+            [(s["backend"], s["ops"], s["times_ms"]) for s in plan["segments"]]))
 
 
-def small_lstm(args, cache_dir):
-    seq = mx.nd.random.normal(shape=(50, 1, 64))
-    nets = {name: LoopLSTM() for name in ("imperative", "dynamic mxnet", "dynamic tvm",
-                                          "dynamic tvm tuned")}
+def small_lstm(args, torch, cache_root):
+    mx.random.seed(0)
+    names = ["imperative", "dynamic mxnet", "dynamic tvm", "dynamic tvm tuned"]
+    nets = {name: LoopLSTM() for name in names}
     nets["hand-unrolled static"] = UnrolledLSTM()
     for net in nets.values():
         net.initialize(mx.init.Xavier())
-    same_params(nets["imperative"], *[n for name, n in nets.items() if name != "imperative"])
+    harness.copy_params(nets["imperative"], *[net for name, net in nets.items()
+                                              if name != "imperative"])
     nets["dynamic mxnet"].hybridize(dynamic=True)
     nets["dynamic tvm"].hybridize(dynamic=True, backend="tvm",
-                                  backend_options={"cache_dir": cache_dir})
-    nets["dynamic tvm tuned"].hybridize(dynamic=True, backend="tvm", backend_options={
-        "cache_dir": cache_dir, "tune": args.trials})
+                                  backend_options=tvm_options(cache_root, "dynamic tvm"))
+    nets["dynamic tvm tuned"].hybridize(dynamic=True, backend="tvm", backend_options=tvm_options(
+        cache_root, "dynamic tvm tuned", args.trials))
     nets["hand-unrolled static"].hybridize(static_alloc=True, static_shape=True)
-    runs = {name: mx_runner(net, seq) for name, net in nets.items()}
-    compile_s = {name: warm_dynamic(net, runs[name]) for name, net in nets.items()
-                 if name.startswith("dynamic")}
-    check_close(runs["imperative"], *[run for name, run in runs.items() if name != "imperative"])
-    extra, extra_compile = torch_variants(lambda: TorchLSTMLoop(64, with_head=True), seq)
-    runs.update(extra)
-    compile_s.update(extra_compile)
-    interleaved(runs, 10)
-    medians = interleaved(runs, args.repeats)
-    print_table("small LSTM (hidden 64, batch 1, 50 steps), inference", medians, compile_s,
-                "imperative")
-    # Interleaving lets each variant evict the others' caches: also one at a time.
-    alone = {name: interleaved({name: runs[name]}, args.repeats)[name]
-             for name in ("dynamic tvm", "dynamic tvm tuned", "torch.compile") if name in runs}
-    print("measured alone, ms per call: " + ", ".join(
-        "%s %.3f" % (name, ms) for name, ms in alone.items()))
-    report = gluon_dyn.hybridize.report(nets["dynamic tvm"])["tvm"]
-    for plan in report["plans"]:
-        print("dynamic tvm plan: runs %s; %s" % (plan["runs"], [
-            (s["backend"], s["ops"], s["times_ms"]) for s in plan["segments"]]))
+    variants = [harness.Variant(name, harness.gluon_call(net)) for name, net in nets.items()]
+    if torch is not None:
+        variants += torch_variants(torch, *torch_loop(torch, nets["imperative"]))
+    timings = harness.compare(
+        variants, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
+    table("small LSTM (hidden %d, batch %d, %d steps), inference" % (HIDDEN, BATCH, STEPS),
+          timings, "imperative")
+    plan_summary(nets["dynamic tvm"])
 
 
-def control_flow_config(args, cache_dir, batch):
-    hidden, steps = 512, 100
-    seq = mx.nd.random.normal(shape=(steps, batch, hidden))
-    names = ["dynamic mxnet", "dynamic tvm"] + (["dynamic tvm tuned"] if args.config_trials else [])
-    nets = {name: Loop(gluon.rnn.LSTMCell(hidden, input_size=hidden)) for name in names}
+def fused_lstm(cell, hidden):
+    """gluon.rnn.LSTM (MXNet's fused RNN operator) with `cell`'s weights."""
     fused = gluon.rnn.LSTM(hidden, input_size=hidden)
-    for net in list(nets.values()) + [fused]:
-        net.initialize(mx.init.Xavier())
-    same_params(nets["dynamic mxnet"], *[nets[name] for name in names[1:]])
-    nets["dynamic mxnet"].hybridize(dynamic=True)
-    nets["dynamic tvm"].hybridize(dynamic=True, backend="tvm",
-                                  backend_options={"cache_dir": cache_dir})
-    if args.config_trials:
-        nets["dynamic tvm tuned"].hybridize(dynamic=True, backend="tvm", backend_options={
-            "cache_dir": cache_dir, "tune": args.config_trials})
+    fused.initialize()
+    for name in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"):
+        getattr(fused, "l0_" + name).set_data(getattr(cell, name).data().copy())
     fused.hybridize(static_alloc=True, static_shape=True)
-    runs = {name: mx_runner(net, seq) for name, net in nets.items()}
-    compile_s = {name: warm_dynamic(net, runs[name]) for name, net in nets.items()}
-    runs["gluon.rnn.LSTM (fused)"] = mx_runner(fused, seq)
-    check_close(runs["dynamic mxnet"], *[runs[name] for name in names[1:]])
-    extra, extra_compile = torch_variants(lambda: TorchLSTMLoop(hidden, with_head=False), seq)
-    runs.update(extra)
-    compile_s.update(extra_compile)
-    interleaved(runs, 3)
-    medians = interleaved(runs, max(5, args.repeats // 10))
-    print_table("LSTM hidden 512, 100 steps, batch %d, inference (per-step outputs stacked)"
-                % batch, medians, compile_s, "dynamic mxnet")
+    return fused
+
+
+def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
+    mx.random.seed(0)
+    names = ["dynamic mxnet", "dynamic tvm"] + (["dynamic tvm tuned"] if args.config_trials
+                                                else [])
+    nets = {name: Loop(gluon.rnn.LSTMCell(hidden, input_size=hidden)) for name in names}
+    for net in nets.values():
+        net.initialize(mx.init.Xavier())
+    harness.copy_params(nets["dynamic mxnet"], *[nets[name] for name in names[1:]])
+    nets["dynamic mxnet"].hybridize(dynamic=True)
+    for name in names[1:]:
+        nets[name].hybridize(dynamic=True, backend="tvm", backend_options=tvm_options(
+            cache_root, "%s b%d" % (name, batch), args.config_trials if "tuned" in name else None))
+    variants = [harness.Variant(name, harness.gluon_call(net), rtol=1e-3, atol=1e-4)
+                for name, net in nets.items()]
+    cell = nets["dynamic mxnet"].cell
+    variants.append(harness.Variant("gluon.rnn.LSTM (fused)",
+                                    harness.gluon_call(fused_lstm(cell, hidden)),
+                                    rtol=1e-3, atol=1e-4))
+    if torch is not None:
+        twin = torch_cell(torch, cell)
+        for variant in torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
+                                      list(twin.parameters())):
+            variant.rtol, variant.atol = 1e-3, 1e-4
+            variants.append(variant)
+    timings = harness.compare(
+        variants, lambda call: (harness.normal_array((steps, batch, hidden), call),),
+        max(3, args.repeats // 10), warmup=8)
+    table("LSTM hidden %d, %d steps, batch %d, inference (per-step outputs stacked)"
+          % (hidden, steps, batch), timings, "dynamic mxnet")
+    plan_summary(nets["dynamic tvm"])
 
 
 def lenet():
@@ -205,43 +147,47 @@ def lenet():
     return net
 
 
-def lenet_speed(args, cache_dir, batch):
-    x = mx.nd.random.normal(shape=(batch, 1, 28, 28))
+def lenet_speed(args, cache_root, batch):
+    mx.random.seed(0)
     net = lenet()
     net.initialize(mx.init.Xavier())
     net.hybridize(static_alloc=True, static_shape=True)
-    compiled, compile_s = timed_first_call(
-        lambda: tvm_bridge.compile_block(net, x, cache_dir=cache_dir))
-    runs = {"mxnet hybridized": mx_runner(net, x), "compile_block": mx_runner(compiled, x)}
-    check_close(runs["mxnet hybridized"], runs["compile_block"])
-    interleaved(runs, 10)
-    medians = interleaved(runs, args.repeats)
-    print_table("LeNet, batch %d, inference" % batch, medians, {"compile_block": compile_s},
-                "mxnet hybridized")
-    print("compile_block plan: runs %s; %s" % (compiled.report()["runs"], [
-        (s["backend"], s["ops"], s["times_ms"]) for s in compiled.report()["segments"]]))
+    compiled = tvm_bridge.compile_block(net, harness.normal_array((batch, 1, 28, 28), 0),
+                                        cache_dir=os.path.join(cache_root, "lenet"))
+    timings = harness.compare(
+        [harness.Variant("mxnet hybridized", harness.gluon_call(net)),
+         harness.Variant("compile_block", compiled)],
+        lambda call: (harness.normal_array((batch, 1, 28, 28), call),), args.repeats)
+    table("LeNet, batch %d, inference" % batch, timings, "mxnet hybridized")
+    report = compiled.report()
+    print("compile_block plan: runs %s; %s; choices %s" % (
+        report["runs"], [(s["backend"], s["ops"], s["times_ms"]) for s in report["segments"]],
+        [(entry["call"], entry["why"]) for entry in report["choice"]["history"]]))
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--trials", type=int, default=64, help="meta-schedule trials (tuned row)")
     parser.add_argument("--config-trials", type=int, default=0,
                         help="meta-schedule trials for a tuned row at hidden 512 (0: none)")
-    parser.add_argument("--cache-dir", default=None, help="TVM cache (default: the user cache)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="TVM caches, one per variant (default: a fresh temporary folder)")
     parser.add_argument("--only", choices=("small", "config", "lenet"), default=None)
     args = parser.parse_args()
-    mx.random.seed(0)
     print("TVM_NUM_THREADS=%d (tvm_bridge's default: the CPUs available, %d here)"
           % (configure_threads(), len(os.sched_getaffinity(0))))
-    if args.only in (None, "small"):
-        small_lstm(args, args.cache_dir)
-    if args.only in (None, "config"):
-        for batch in (1, 32):
-            control_flow_config(args, args.cache_dir, batch)
-    if args.only in (None, "lenet"):
-        for batch in (1, 64):
-            lenet_speed(args, args.cache_dir, batch)
+    torch = harness.import_torch()
+    with tempfile.TemporaryDirectory(prefix="tvm_bridge_speed_") as fresh:
+        cache_root = args.cache_dir or fresh
+        if args.only in (None, "small"):
+            small_lstm(args, torch, cache_root)
+        if args.only in (None, "config"):
+            for batch in (1, 32):
+                control_flow_config(args, torch, cache_root, batch)
+        if args.only in (None, "lenet"):
+            for batch in (1, 64):
+                lenet_speed(args, cache_root, batch)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
-"""An unmodified imperative Gluon Block, run with hybridize(dynamic=True), and its report.
+"""An unmodified imperative Gluon Block, trained with hybridize(dynamic=True), and its report.
 
-The model is written for NDArrays: a Python loop over time, state kept on `self`,
-a branch on a tensor value, a data-dependent `while`. gluon_dyn converts it and
-runs it as cached graphs; outputs and gradients match the imperative run. The
-first three calls run imperatively to profile the tensor predicates; the first
-graph assumes what they did (guarded), and the report shows the guard that
-failed when the data disagreed and what was built instead. Last, the same
-Block runs inference with backend="tvm" (its static graphs compiled by TVM).
+The model is written for NDArrays: a Python loop over time, state kept on `self`
+across batches, a data-dependent `while` and a branch on a tensor value. Two
+copies with the same parameters train side by side, one as written and one with
+`hybridize(dynamic=True)`: losses, gradients and the kept state must agree on every
+step. The first steps profile, trace and time the graph against the forward as
+written; then both train on fresh batches, steps interleaved, and the demo prints
+the median step times. Last, the trained Block runs inference with backend="tvm".
 """
+import os
 import pprint
+import statistics
+import tempfile
 import time
 
 import mxnet as mx
@@ -17,21 +20,22 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 
-HIDDEN = 16
+HIDDEN, FEATURES, BATCH, LENGTHS = 64, 32, 4, (24, 32)
+WARMUP_STEPS, TIMED_STEPS = 16, 30
 
 
 class TaggerRNN(gluon.Block):
     def __init__(self):
         super().__init__()
         with self.name_scope():
-            self.cell = gluon.rnn.LSTMCell(HIDDEN, input_size=8)
+            self.cell = gluon.rnn.LSTMCell(HIDDEN, input_size=FEATURES)
             self.head = gluon.nn.Dense(4, in_units=HIDDEN)
         self.state = None
 
     def forward(self, seq, refine_steps):
         if self.state is None:
             self.state = [mx.nd.zeros((seq.shape[1], HIDDEN)), mx.nd.zeros((seq.shape[1], HIDDEN))]
-        h = self.state
+        h = [s.detach() for s in self.state]     # state carried across batches
         for t in range(seq.shape[0]):
             out, h = self.cell(seq[t], h)
         self.state = h
@@ -45,56 +49,85 @@ class TaggerRNN(gluon.Block):
         return logits
 
 
-def build(dynamic):
-    mx.random.seed(1)
+def build(seed=1):
+    mx.random.seed(seed)
     net = TaggerRNN()
     net.initialize(mx.init.Xavier())
-    if dynamic:
-        net.hybridize(dynamic=True)
     return net
 
 
+def batches(count, seed):
+    rng = np.random.RandomState(seed)
+    return [(mx.nd.array(rng.randn(LENGTHS[i % len(LENGTHS)], BATCH, FEATURES)),
+             mx.nd.array([rng.randint(0, 3)]), mx.nd.array(rng.randint(0, 4, BATCH)))
+            for i in range(count)]
+
+
+def train_step(net, trainer, batch):
+    """One step; returns (loss, the head's gradient, seconds)."""
+    seq, refine, labels = batch
+    start = time.perf_counter()
+    with autograd.record():
+        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(seq, refine), labels).mean()
+    loss.backward()
+    trainer.step(1)
+    mx.nd.waitall()
+    return loss.asscalar(), net.head.weight.grad().asnumpy().copy(), time.perf_counter() - start
+
+
 def main():
-    rng = np.random.RandomState(0)
-    calls = [(mx.nd.array(rng.randn(length, 2, 8)), mx.nd.array([k]))
-             for length, k in [(5, 0), (7, 2), (5, 1), (7, 0)] * 3]
-    nets = {"imperative": build(False), "dynamic": build(True)}
-    results = {name: [] for name in nets}
-    seconds = {}
-    for name, net in nets.items():
-        start = time.time()
-        for seq, k in calls:
-            with autograd.record():
-                out = net(seq, k)
-            out.backward()
-            results[name].append((out.asnumpy(), net.head.weight.grad().asnumpy().copy()))
-        seconds[name] = time.time() - start
-    worst = max(np.abs(a - b).max() for (oa, ga), (ob, gb) in zip(*results.values())
-                for a, b in ((oa, ob), (ga, gb)))
-    print("%d calls, sequence lengths 5 and 7, refine steps 0-2: max |imperative - dynamic| "
-          "over outputs and gradients = %.2e" % (len(calls), worst))
-    print("state kept on self matches: %s" % all(
-        np.allclose(a.asnumpy(), b.asnumpy(), atol=1e-5)
-        for a, b in zip(nets["imperative"].state, nets["dynamic"].state)))
-    print("wall time for all calls (the first calls profile and trace): imperative %.3f s, "
-          "dynamic %.3f s"
-          % (seconds["imperative"], seconds["dynamic"]))
+    nets = {"imperative": build(), "dynamic": build()}
+    nets["dynamic"].hybridize(dynamic=True)
+    trainers = {name: gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05})
+                for name, net in nets.items()}
+    seconds, worst = {name: [] for name in nets}, 0.0
+    # Fresh batches every step; the first WARMUP_STEPS cover profiling, tracing and
+    # the speed check, the rest are timed, the two models interleaved step by step.
+    for step, batch in enumerate(batches(WARMUP_STEPS + TIMED_STEPS, seed=0)):
+        results = {}
+        for name in (("imperative", "dynamic") if step % 2 else ("dynamic", "imperative")):
+            results[name] = train_step(nets[name], trainers[name], batch)
+            if step >= WARMUP_STEPS:
+                seconds[name].append(results[name][2])
+        (loss_a, grad_a, _), (loss_b, grad_b, _) = results["imperative"], results["dynamic"]
+        worst = max(worst, abs(loss_a - loss_b), np.abs(grad_a - grad_b).max())
+    state_matches = all(np.allclose(a.asnumpy(), b.asnumpy(), atol=1e-5) for a, b in
+                        zip(nets["imperative"].state, nets["dynamic"].state))
+    print("%d training steps on fresh batches (lengths %s, refine steps 0-2): max |imperative - "
+          "dynamic| over losses and gradients = %.2e; state kept on self matches: %s"
+          % (WARMUP_STEPS + TIMED_STEPS, LENGTHS, worst, state_matches))
+    medians = {name: 1000 * statistics.median(times) for name, times in seconds.items()}
+    print("median step over the last %d steps (interleaved): imperative %.2f ms, dynamic %.2f ms "
+          "(%.1fx)" % (TIMED_STEPS, medians["imperative"], medians["dynamic"],
+                       medians["imperative"] / medians["dynamic"]))
+    report = gluon_dyn.hybridize.report(nets["dynamic"])
+    print("calls served by graphs after profiling: %d of %d; speed check: %s (graph %.2f ms, "
+          "as written %.2f ms)" % (report["calls"]["graph"], report["calls"]["after_profiling"],
+                                   report["speed_check"]["state"],
+                                   report["speed_check"]["graph_ms"],
+                                   report["speed_check"]["python_ms"]))
     print("report:")
-    pprint.pprint(gluon_dyn.hybridize.report(nets["dynamic"]))
-    run_on_tvm(rng)
+    pprint.pprint(report)
+    run_on_tvm(nets["dynamic"])
 
 
-def run_on_tvm(rng):
-    """Inference with backend="tvm": the same Block, its static graphs compiled by TVM."""
-    nets = {"imperative": build(False), "tvm": build(False)}
-    nets["tvm"].hybridize(dynamic=True, backend="tvm")
+def run_on_tvm(trained):
+    """Inference with backend="tvm": the trained Block's static graphs compiled by TVM."""
+    imperative, on_tvm = build(), build()
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "tagger.params")
+        trained.save_parameters(path)
+        for net in (imperative, on_tvm):
+            net.load_parameters(path)
+    on_tvm.hybridize(dynamic=True, backend="tvm")
     worst = 0.0
-    for length in [6] * 10:
-        seq, k = mx.nd.array(rng.randn(length, 2, 8)), mx.nd.array([1])
-        outputs = [net(seq, k).asnumpy() for net in nets.values()]
+    for seq, refine, _ in batches(12, seed=1):
+        outputs = [net(seq, refine).asnumpy() for net in (imperative, on_tvm)]
         worst = max(worst, np.abs(outputs[0] - outputs[1]).max())
-    print("\nbackend='tvm', 10 inference calls: max |imperative - tvm| = %.2e" % worst)
-    for plan in gluon_dyn.hybridize.report(nets["tvm"])["tvm"]["plans"]:
+    report = gluon_dyn.hybridize.report(on_tvm)
+    print("\nbackend='tvm', 12 inference calls: max |imperative - tvm| = %.2e; last call on a "
+          "graph: %s" % (worst, report["calls"]["last"] == "graph"))
+    for plan in report["tvm"]["plans"]:
         print("plan: runs %s, segments %s" % (plan["runs"], [
             (segment["backend"], segment["ops"], {name: round(ms, 3) for name, ms in
                                                   segment["times_ms"].items()})

@@ -1,14 +1,19 @@
 """gluon_dyn: imperative Python control flow for MXNet Gluon, run as symbolic graphs.
 
-`import gluon_dyn` loads the C++ operator library and makes the control-flow
-operators available as `gluon_dyn.ops.cond`, `foreach` and `while_loop`.
+`import gluon_dyn` loads the C++ operator library, makes the control-flow
+operators available as `gluon_dyn.ops.cond`, `foreach` and `while_loop`, and
+enables `hybridize(dynamic=True)` (patches.py lists what it changes in MXNet,
+malt and Horovod).
 """
 from . import native
 from . import ops
-from . import export
-from . import block_checks
 from . import hybridize
+from . import export
+from . import patches
+from .export import ExportError
 from .ops import cond, foreach, while_loop, ControlFlowError
 
+patches.apply()
+
 __version__ = "0.1.0"
-__all__ = ["ops", "cond", "foreach", "while_loop", "ControlFlowError"]
+__all__ = ["ops", "cond", "foreach", "while_loop", "ControlFlowError", "ExportError"]

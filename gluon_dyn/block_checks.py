@@ -1,18 +1,19 @@
 """Checks run once when a hybridized Gluon block builds its cached graph.
 
 At that point the input shapes are known for the first time; see
-ops/check.py for what is checked and why.
+ops/check.py for what is checked and why. patches.py wraps
+`HybridBlock._build_cache` with `check_after_build`.
 """
 import functools
 
-from mxnet import gluon
 from mxnet.gluon.block import _flatten
 
 from .graph_json import holds_ops
 from .ops.check import check_cond_branches
 
 
-def _check_after_build(build_cache):
+def check_after_build(build_cache):
+    """HybridBlock._build_cache, then the check of its graph's cond branches."""
     @functools.wraps(build_cache)
     def wrapper(self, *args):
         build_cache(self, *args)
@@ -28,9 +29,5 @@ def _check_after_build(build_cache):
             if param.shape and all(param.shape):
                 shapes[name], dtypes[name] = param.shape, param.dtype
         check_cond_branches(out, shapes, dtypes)
-    wrapper.gluon_dyn_wrapped = True
     return wrapper
 
-
-if not getattr(gluon.HybridBlock._build_cache, "gluon_dyn_wrapped", False):
-    gluon.HybridBlock._build_cache = _check_after_build(gluon.HybridBlock._build_cache)

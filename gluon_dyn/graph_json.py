@@ -55,3 +55,34 @@ def cut_at_outputs(symbol, outputs):
     cut = {"nodes": kept_nodes, "heads": heads,
            "arg_nodes": [i for i, node in enumerate(kept_nodes) if node["op"] == "null"]}
     return load_symbol(cut), {"%s__output%d" % key: outputs[key] for key in variables}
+
+
+CONTROL_FLOW_OPS = ("_cond", "_foreach", "_while_loop")
+_PASS_THROUGH_OPS = ("identity", "_copy")
+
+
+def read_outside_control_flow(symbol, names, ignored_ops=()):
+    """Which of the variables `names` a top-level node of `symbol` computes with,
+    other than control-flow nodes (which pass them to their subgraphs) and
+    `ignored_ops`; identity copies are followed to what reads them."""
+    graph = json.loads(symbol.tojson())
+    nodes = graph["nodes"]
+    readers = {}
+    for index, node in enumerate(nodes):
+        for entry in node["inputs"]:
+            readers.setdefault(entry[0], []).append(index)
+    not_computing = set(CONTROL_FLOW_OPS) | set(ignored_ops)
+
+    def computed_with(index, seen):
+        for reader in readers.get(index, ()):
+            op = nodes[reader]["op"]
+            if op in _PASS_THROUGH_OPS:
+                if reader not in seen and computed_with(reader, seen | {reader}):
+                    return True
+            elif op not in not_computing:
+                return True
+        # An output of the graph as it is (`return x`) is a use too.
+        return any(head[0] == index for head in graph["heads"])
+
+    return {node["name"] for index, node in enumerate(nodes)
+            if node["op"] == "null" and node["name"] in names and computed_with(index, {index})}

@@ -1,10 +1,26 @@
 """Timing code on a noisy machine: every measurement that chooses between
 implementations (a graph or the forward as written, a TVM segment or MXNet)
-goes through here."""
+goes through here, and every such choice follows MeasuredChoice's policy."""
 import statistics
 import time
 
 import mxnet as mx
+
+# A challenger must be this much faster (a fraction of the incumbent's median)...
+MARGIN = 0.05
+# ...in this many consecutive measurements, before it replaces the incumbent.
+CONFIRMATIONS = 2
+# Fewest timed calls per variant a decision accepts.
+MIN_SAMPLES = 7
+# A serving call in SAMPLE_EVERY is timed; the median of the last RECENT_SAMPLES
+# timed calls more than SUSPECT_RATIO times the best alternative's last median
+# makes the choice suspect: the variants are measured again.
+SAMPLE_EVERY = 16
+RECENT_SAMPLES = 5
+SUSPECT_RATIO = 1.5
+# Measured again anyway at these call counts (the machine's load changes: a
+# choice made while another process held a core may be wrong once it is gone).
+FIRST_RECHECK, RECHECK_GROWTH = 100, 10
 
 
 def timed_ms(run):
@@ -15,23 +31,135 @@ def timed_ms(run):
     return result, (time.perf_counter() - start) * 1000
 
 
-def median_time(variants, warmup=3, repeats=20):
-    """Median seconds per call of each zero-argument callable in `variants`
-    (a dict name -> fn, or a list), calling them in turn (A, B, A, B, ...) so that
-    drifts in machine load hit every variant alike. Returns the same keys/order."""
-    names = list(variants) if isinstance(variants, dict) else list(range(len(variants)))
-    if not names:
+def interleaved_samples(variants, warmup=3, repeats=20):
+    """Seconds per call of each zero-argument callable in `variants` (a dict name
+    -> fn), `repeats` samples each, calling them in turn (A, B, A, B, ...) so that
+    drifts in machine load hit every variant alike: a dict name -> list."""
+    if not variants:
         raise ValueError("no variants to time")
     if warmup < 0 or repeats < 1:
         raise ValueError(f"need warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
     for _ in range(warmup):
-        for name in names:
-            variants[name]()
-    samples = {name: [] for name in names}
+        for run in variants.values():
+            run()
+    samples = {name: [] for name in variants}
     for _ in range(repeats):
-        for name in names:
+        for name, run in variants.items():
             start = time.perf_counter()
-            variants[name]()
+            run()
             samples[name].append(time.perf_counter() - start)
-    medians = {name: statistics.median(samples[name]) for name in names}
-    return medians if isinstance(variants, dict) else [medians[name] for name in names]
+    return samples
+
+
+def median_time(variants, warmup=3, repeats=20):
+    """Median seconds per call of each zero-argument callable in `variants`
+    (a dict name -> fn, or a list), timed by interleaved_samples. Returns the
+    same keys/order."""
+    named = variants if isinstance(variants, dict) else dict(enumerate(variants))
+    medians = {name: statistics.median(times)
+               for name, times in interleaved_samples(named, warmup, repeats).items()}
+    return medians if isinstance(variants, dict) else [medians[name] for name in named]
+
+
+class MeasuredChoice:
+    """Which of several variants serves calls, chosen by timing and kept against noise.
+
+    - `decide(samples)` takes interleaved timings (name -> seconds per call, at
+      least MIN_SAMPLES each) and compares medians. The incumbent (at first
+      `incumbent`, the safe default) is replaced only by a variant faster by more
+      than MARGIN in CONFIRMATIONS consecutive measurements: one noisy sample or
+      round never flips a choice. While a challenger waits for confirmation,
+      `confirming` is True and the caller measures again.
+    - Serving calls report to `served(seconds)`: every SAMPLE_EVERY-th call is
+      timed (`wants_timing()`). `recheck_due()` says when to measure again: the
+      recent timed calls are SUSPECT_RATIO times slower than the best alternative
+      was, a challenger waits for confirmation, or a scheduled re-check
+      (FIRST_RECHECK calls, then RECHECK_GROWTH times as many) is reached.
+    - `history` says what was compared and when: per measurement the call count,
+      the wall-clock time, the medians (ms), the choice and why.
+    `clock` (wall-clock seconds) is injectable for tests.
+    """
+
+    def __init__(self, names, incumbent, clock=time.time):
+        self.names = tuple(names)
+        if incumbent not in self.names or len(self.names) < 2:
+            raise ValueError(f"need two or more variants including the incumbent "
+                             f"{incumbent!r}, got {self.names}")
+        self.chosen, self._clock = incumbent, clock
+        self.history = []
+        self.calls = 0
+        self._wins = {}              # challenger -> consecutive measurements it won
+        self._medians = None         # name -> seconds, from the last measurement
+        self._recent = []            # seconds of the last timed serving calls
+        self._next_recheck = FIRST_RECHECK
+        # Doubled each time a suspicion was measured and not borne out, so that
+        # a difference between serving and measuring costs few re-checks.
+        self._suspect_ratio = SUSPECT_RATIO
+        self._suspected = False
+
+    @property
+    def confirming(self):
+        """A challenger won the last measurement and waits for another."""
+        return any(self._wins.values())
+
+    def decide(self, samples, why="measured"):
+        """Update the choice from `samples` (name -> seconds per call); returns it."""
+        short = {name: len(samples.get(name, ())) for name in self.names
+                 if len(samples.get(name, ())) < MIN_SAMPLES}
+        if short:
+            raise ValueError(f"a decision needs {MIN_SAMPLES} timed calls of each variant, "
+                             f"got {short}")
+        medians = {name: statistics.median(samples[name]) for name in self.names}
+        best = min(medians, key=medians.get)
+        before = self.chosen
+        if best != self.chosen and medians[best] * (1 + MARGIN) < medians[self.chosen]:
+            self._wins = {best: self._wins.get(best, 0) + 1}
+            if self._wins[best] >= CONFIRMATIONS:
+                self.chosen, self._wins = best, {}
+        else:
+            self._wins = {}
+        if self._suspected and self.chosen == before and not self.confirming:
+            self._suspect_ratio *= 2
+        self._suspected = False
+        if self.chosen != before:
+            outcome = f"{self.chosen} replaces {before}"
+        elif self.confirming:
+            outcome = f"{best} faster once, {self.chosen} kept until it is confirmed"
+        else:
+            outcome = f"{self.chosen} kept"
+        self._medians, self._recent = medians, []
+        self.history.append({"call": self.calls, "time": self._clock(),
+                             "medians_ms": {name: ms * 1000 for name, ms in medians.items()},
+                             "samples": {name: len(samples[name]) for name in self.names},
+                             "chosen": self.chosen, "why": f"{why}: {outcome}"})
+        return self.chosen
+
+    def wants_timing(self):
+        """Whether the next serving call should be timed (to completion)."""
+        return (self.calls + 1) % SAMPLE_EVERY == 0
+
+    def served(self, seconds=None):
+        """A serving call of the chosen variant happened; `seconds` if it was timed."""
+        self.calls += 1
+        if seconds is not None:
+            self._recent = (self._recent + [seconds])[-RECENT_SAMPLES:]
+
+    def recheck_due(self):
+        """Why the variants should be measured again now, or None."""
+        if self.confirming:
+            return "confirming a faster variant"
+        if self.calls >= self._next_recheck:
+            self._next_recheck *= RECHECK_GROWTH
+            return "scheduled re-check after %d calls" % self.calls
+        if self._medians is not None and len(self._recent) == RECENT_SAMPLES:
+            observed = statistics.median(self._recent)
+            alternative = min(ms for name, ms in self._medians.items() if name != self.chosen)
+            if observed > self._suspect_ratio * alternative:
+                self._suspected = True
+                return ("%s ran %.3f ms per call, %.1fx the %.3f ms another variant took"
+                        % (self.chosen, observed * 1000, observed / alternative,
+                           alternative * 1000))
+        return None
+
+    def report(self):
+        return {"chosen": self.chosen, "calls": self.calls, "history": list(self.history)}

@@ -11,8 +11,10 @@ MXNet's engine, so the error is raised where the result (or anything
 depending on it) is read -- ``asnumpy()``, ``wait_to_read()``,
 ``mx.nd.waitall()`` -- not at the call.
 """
+import ctypes
 import os
 import threading
+import warnings
 
 import mxnet as mx
 
@@ -20,8 +22,12 @@ LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "_lib", "libgluon_dyn_ops.so")
 ASSERT_OP = "gluon_dyn_assert"
 GRAD_TIE_OP = "gluon_dyn_grad_tie"
+# Identities that only make MXNet's backward request gradients: export drops them,
+# and a parameter read only by them is not computed with.
+TRAINING_ONLY_OPS = (GRAD_TIE_OP,)
 # The C++ op writes exactly this before the user's message.
 ASSERT_PREFIX = "gluon_dyn assumption failed: "
+REBUILD = "installing gluon_dyn builds it (`pip install .`, or `make setup` in a clone)"
 
 _loaded = False
 _load_lock = threading.Lock()
@@ -34,9 +40,8 @@ def load():
         if _loaded:
             return LIBRARY_PATH
         if not os.path.isfile(LIBRARY_PATH):
-            raise ImportError(
-                "gluon_dyn native operator library not found at %s; "
-                "build it with `make native`" % LIBRARY_PATH)
+            raise ImportError("gluon_dyn native operator library not found at %s; %s"
+                              % (LIBRARY_PATH, REBUILD))
         # MXNet accepts re-registering an op only once, so a second load of the
         # same library (e.g. after importlib.reload of this module) is skipped.
         if not (hasattr(mx.nd, ASSERT_OP) and hasattr(mx.sym, GRAD_TIE_OP)):
@@ -46,6 +51,37 @@ def load():
 
 
 load()
+
+
+def _version_reader():
+    """`version(array)`: the count of writes MXNet has completed to the array's
+    memory (its engine variable's version; see src/ndarray/version.cc), or None
+    with a warning when the library cannot read it."""
+    function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_version", None)
+    if function is None:
+        warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_version (built from older "
+                      "sources?); %s" % (LIBRARY_PATH, REBUILD))
+        return None
+    function.restype, function.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+
+    def version(array):
+        return function(array.handle)
+
+    # The reader follows the NDArray layout of the headers it was built with: check
+    # that a write counts once, as it must if they match this MXNet.
+    probe = mx.nd.zeros((1,))
+    probe.wait_to_read()
+    before = version(probe)
+    probe[:] = 1
+    probe.wait_to_read()
+    if version(probe) != before + 1:
+        warnings.warn("gluon_dyn: %s reads array versions wrongly (built for another MXNet?); %s"
+                      % (LIBRARY_PATH, REBUILD))
+        return None
+    return version
+
+
+ndarray_version = _version_reader()
 
 
 def _namespace(F, arrays, what):

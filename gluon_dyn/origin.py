@@ -12,12 +12,23 @@ _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
 
 # Generated file name -> {generated line: "original file:line"}.
 _origins = {}
+# Name of a file compiled from lines of a user's file (at their line numbers) ->
+# that file (graph_breaks.py).
+_aliases = {}
+
+
+def register_alias(compiled_filename, source_filename):
+    _aliases[compiled_filename] = real_filename(source_filename)
+
+
+def real_filename(filename):
+    return _aliases.get(filename, filename)
 
 
 def register_source_map(generated_filename, source_map):
     """Keep malt's source map ({LineLocation: OriginInfo}) of a generated file."""
     _origins[generated_filename] = {
-        location.lineno: "%s:%d" % (origin.loc.filename, origin.loc.lineno)
+        location.lineno: "%s:%d" % (real_filename(origin.loc.filename), origin.loc.lineno)
         for location, origin in source_map.items()}
 
 
@@ -27,9 +38,12 @@ def caller_location(depth=2):
     `depth` counts frames from this function's caller. Converted functions live in
     files malt generates; their source maps lead back to the original lines.
     """
-    frame = sys._getframe(depth)
+    return _location(sys._getframe(depth))
+
+
+def _location(frame):
     origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
-    return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+    return origin or "%s:%d" % (real_filename(frame.f_code.co_filename), frame.f_lineno)
 
 
 def _library_frames(frame):
@@ -52,7 +66,20 @@ def user_location():
     """'file:line' of the innermost user frame (outside gluon_dyn, malt and
     MXNet), mapped back to the original source when it is converted code."""
     _, frame = _library_frames(sys._getframe(1))
-    if frame is None:
-        return "?"
-    origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
-    return origin or "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
+    return "?" if frame is None else _location(frame)
+
+
+def raised_in_user_code(error):
+    """Whether `error` was raised by the user's code itself (a `raise` statement, a
+    failing builtin call there), not inside MXNet, malt or gluon_dyn."""
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    return traceback is not None and \
+        not traceback.tb_frame.f_code.co_filename.startswith(_LIBRARY_DIRS)
+
+
+def function_location(function):
+    """'file:line' where `function` is defined (a forward, or a part of one)."""
+    code = getattr(function, "__func__", function).__code__
+    return "%s:%d" % (real_filename(code.co_filename), code.co_firstlineno)

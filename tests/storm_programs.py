@@ -2,7 +2,9 @@
 
 Shared by tests/test_guard_storms.py (results, bounded cache, report) and
 benchmarks/guard_storms.py (slowdown against imperative). Each storm is a Block
-class plus `arguments(call)`, the inputs of call number `call`.
+class plus `arguments(call)`, the inputs of call number `call` (new arrays at
+every call), and `prepare_call(call)`, what the user changes on the block before
+that call.
 """
 import mxnet as mx
 from mxnet import gluon
@@ -15,6 +17,9 @@ class _Storm(gluon.Block):
         super().__init__()
         with self.name_scope():
             self.dense = gluon.nn.Dense(HIDDEN, in_units=HIDDEN)
+
+    def prepare_call(self, call):
+        """Most storms change only their inputs."""
 
 
 class AlternatingBranch(_Storm):
@@ -87,8 +92,11 @@ class ChangingPythonValue(_Storm):
             h = mx.nd.tanh(self.dense(h))
         return h
 
-    def arguments(self, call):
+    def prepare_call(self, call):
         self.steps = call % 20 + 1
+
+    @staticmethod
+    def arguments(call):
         return (mx.nd.ones((2, HIDDEN)) * 0.1,)
 
 

@@ -8,7 +8,7 @@ import pytest
 from mxnet import autograd
 
 import gluon_dyn
-from gluon_dyn.hybridize.block_runner import MAX_GRAPHS
+from gluon_dyn.hybridize.cache_key import MAX_GRAPHS
 from storm_programs import (STORMS, AlternatingBranch, ChangingPythonValue, ChangingShapeRead,
                             ChangingShapeUnread, ChangingTripCount)
 
@@ -24,6 +24,7 @@ def run_storm(storm, **hybridize_options):
     for call in range(CALLS):
         outputs, grads = [], []
         for block in (imperative, dynamic):
+            block.prepare_call(call)
             args = block.arguments(call)
             args[0].attach_grad()
             # A call that skips the layer leaves its stale gradient imperatively and

@@ -60,6 +60,7 @@ def test_flag_and_training_mode_switching_between_calls(data):
             got = block(x)
             expected = reference(block, x)
         np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6)
+        assert gluon_dyn.hybridize.report(block)["calls"]["last"] == "graph"
     report = gluon_dyn.hybridize.report(block)
     assert report["cached_graphs"] == report["traces"] == 4  # one graph per combination, reused
     assert report["fallback"] is None
@@ -94,7 +95,7 @@ class Counting(gluon.HybridBlock):
         return x * 2
 
 
-def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
+def test_a_counter_on_self_runs_on_the_graph_and_is_written_back():
     block = Counting()
     block.initialize()
     block.hybridize(dynamic=True, speculate=False)
@@ -103,10 +104,10 @@ def test_forward_that_changes_python_state_falls_back_once_with_a_warning():
         for _ in range(3):
             np.testing.assert_allclose(block(nd([1.0])).asnumpy(), [2.0])
     assert block.calls == 3
-    messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
-    assert messages == ["gluon_dyn: Counting.forward runs imperatively: Counting: the forward "
-                        "changes Python state (calls) while it runs"]
-    assert "calls" in gluon_dyn.hybridize.report(block)["fallback"]
+    assert not [w for w in caught if "gluon_dyn" in str(w.message)]
+    report = gluon_dyn.hybridize.report(block)
+    assert report["fallback"] is None and report["deferred_state"]["numbers"] == ["calls"]
+    assert report["calls"]["by_kind"]["graph"] >= 2
 
 
 class LogsThenPrints(gluon.HybridBlock):
@@ -142,15 +143,15 @@ class KeepsSymbols(gluon.HybridBlock):
         return x + 1
 
 
-def test_graph_values_stored_into_kept_containers_fall_back():
+def test_graph_values_stored_into_kept_containers_are_written_after_the_graph_runs():
     block = KeepsSymbols()
     block.hybridize(dynamic=True, speculate=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for value in (1.0, 2.0):
-            np.testing.assert_allclose(block(nd([value])).asnumpy(), [value + 1])
-            np.testing.assert_allclose(block.memory["last"].asnumpy(), [value * 2])
-    assert "stores graph values into" in gluon_dyn.hybridize.report(block)["fallback"]
+    for value in (1.0, 2.0, 3.0):
+        np.testing.assert_allclose(block(nd([value])).asnumpy(), [value + 1])
+        np.testing.assert_allclose(block.memory["last"].asnumpy(), [value * 2])
+    report = gluon_dyn.hybridize.report(block)
+    assert report["fallback"] is None and report["deferred_state"]["containers"] == ["memory"]
+    assert report["calls"]["by_kind"]["graph"] >= 2
 
 
 def test_hybrid_block_speculation_inlines_a_one_way_branch_and_relaxes_on_failure():

@@ -71,7 +71,7 @@ def test_missing_library_raises_import_error(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "ImportError" in proc.stderr
-    assert "make native" in proc.stderr
+    assert "pip install ." in proc.stderr
 
 
 # ------------------------------------------------- assert: imperative ---

@@ -1,11 +1,14 @@
 """Speculation: profile the first calls, inline branches and unroll loops behind guards,
 fall back to imperative on a failed guard, and stop assuming what failed."""
+import json
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
 import gluon_dyn
-from conftest import nd
+from conftest import graph_ops, nd
+from gluon_dyn.hybridize.dynamic import runner_of
 
 
 class Speculative(gluon.Block):
@@ -62,11 +65,15 @@ def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
         assert_same(run(dynamic, 2), run(imperative, 2))
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["traces"] == 1 and report["guard_failures"] == []
+    assert report["calls"]["by_kind"] == dict(report["calls"]["by_kind"], profiling=3, graph=2)
     fates = set(report["statements"].values())
     assert "while: unrolled 2 iterations (speculated, guarded)" in fates
     assert "if: inlined the then branch (speculated, guarded)" in fates
-    ops = set(cached_graph_ops_of(dynamic))
-    assert "_while_loop" not in ops and "_cond" not in ops and "gluon_dyn_assert" in ops
+    (executor,) = runner_of(dynamic).cache.values()
+    ops = graph_ops(json.loads(executor.capture.symbol.tojson()))
+    assert "_while_loop" not in ops and "_cond" not in ops
+    # Three loop tests (two iterations, then the exit) and the branch, in the guard vector.
+    assert len(executor.capture.guards) == 4
 
     # A new trip count fails the guard inside the graph: this call runs imperatively,
     # with nothing half-written, and the loop is no longer unrolled.
@@ -80,13 +87,8 @@ def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
         assert_same(run(dynamic, limit), run(imperative, limit))
     report = gluon_dyn.hybridize.report(dynamic)
     assert len(report["guard_failures"]) == 1 and report["traces"] == 2
+    assert report["calls"]["last"] == "graph" and report["calls"]["by_kind"]["guard_failed"] == 1
     assert "while: while_loop (graph)" in report["statements"].values()
-
-
-def cached_graph_ops_of(block):
-    runner = vars(block)["forward"]
-    graph = next(iter(runner.graphs.values()))
-    return graph.ops
 
 
 def test_guard_failure_in_the_middle_of_training_gives_imperative_gradients():

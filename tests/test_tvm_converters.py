@@ -1,10 +1,12 @@
 """Each converter against MXNet on random inputs, with a symbolic batch dim where it applies."""
 import mxnet as mx
+import numpy as np
 import pytest
 
 from gluon_dyn import native
-from tvm_bridge import load_graph, partition
-from tvm_helpers import check_against_mxnet
+from tvm_bridge import SegmentedGraph, load_graph, partition
+from tvm_helpers import (COMPILE_CACHE, assert_outputs_close, check_against_mxnet, run_mxnet,
+                         uniform)
 
 S = mx.sym
 a, b, c = S.var("a"), S.var("b"), S.var("c")
@@ -234,8 +236,10 @@ UNSUPPORTED = [
      "must raise in MXNet"),
     ("no_converter", S.topk(a, k=1), {"a": (2, 3)}, "op 'topk' has no converter"),
     ("while_loop", _while_loop(), {"a": (2, 3), "b": (1,)}, "data-dependent"),
-    ("cond", S.contrib.cond(S.sum(a) > 0, lambda: a * 2, lambda: a - 1), {"a": (2, 3)},
-     "data-dependent"),
+    ("cond_branch_without_converter", S.contrib.cond(
+        S.sum(a) > 0, lambda: S.topk(a, k=1, ret_typ="value"),
+        lambda: S.slice_axis(a, axis=1, begin=0, end=1)), {"a": (2, 3)},
+     "op 'topk' has no converter"),
     ("reshape_reverse", S.reshape(a, shape=(-1, 0), reverse=True), {"a": (2, 3)}, "reverse"),
     ("masked_softmax", S.softmax(a, b, use_length=True), {"a": (2, 3), "b": (2,)},
      "use_length"),
@@ -252,6 +256,20 @@ def test_unsupported_nodes_run_in_mxnet(name, symbol, shapes, reason):
     segments = partition(load_graph(symbol), shapes)
     mxnet_reasons = [r for seg in segments if seg.kind == "mxnet" for r in seg.reasons]
     assert any(reason in r for r in mxnet_reasons), mxnet_reasons
+
+
+def test_a_cond_whose_branches_convert_is_a_relax_if_on_both_paths():
+    symbol = S.contrib.cond(S.sum(a) > 0, lambda: S.tanh(a * 2), lambda: a - 1) + 1
+    (segment,) = partition(load_graph(symbol), {"a": (2, 3)})
+    assert segment.kind == "tvm" and segment.reasons == []
+    # MXNet infers no shapes through _cond: the plan is built from an example array.
+    plan = SegmentedGraph(symbol, ["a"], [mx.nd.ones((2, 3))], cache_dir=COMPILE_CACHE.name,
+                          choose_by_measurement=False)
+    assert [step.backend for step in plan.steps] == ["tvm"]
+    for sign in (1, -1):
+        inputs = {"a": np.abs(uniform((2, 3), seed=sign + 1)) * sign}
+        assert_outputs_close([out.asnumpy() for out in plan(mx.nd.array(inputs["a"]))],
+                             run_mxnet(symbol, inputs))
 
 
 def test_foreach_over_a_symbolic_length_is_unsupported():

@@ -8,6 +8,9 @@ Running: SegmentedGraph (TVM where faster, MXNet elsewhere); compile_block for a
 static HybridBlock, whose export load_plan (deploy_loader.py, standalone with
 runtime.py) runs without this package.
 """
+from gluon_dyn.native import ndarray_version
+
+from . import runtime
 from .block import CompiledBlock, compile_block
 from .compiler import compile_module
 from .converters import Unsupported, converted_ops
@@ -24,3 +27,6 @@ __all__ = ["CompiledBlock", "CompiledFunction", "DeployedPlan", "compile_block",
            "Segment", "Unsupported", "build_graph_module", "build_segment", "compile_module",
            "converted_ops", "host_target", "load_graph", "load_plan", "partition",
            "SegmentedGraph", "tune_module"]
+
+# Prepared parameters are kept until MXNet reports a write to them.
+runtime.array_version = ndarray_version

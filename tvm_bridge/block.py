@@ -64,6 +64,8 @@ def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_d
     named_dims = {data_names[position]: axes for position, axes in (symbolic_dims or {}).items()}
     plan = SegmentedGraph(symbol, symbol.list_inputs(), examples, symbolic_dims=named_dims,
                           cache_dir=cache_dir, tune=tune,
-                          choose_by_measurement=choose_by_measurement)
+                          choose_by_measurement=choose_by_measurement,
+                          parameter_names=[name for name in symbol.list_inputs()
+                                           if name not in data_names])
     return CompiledBlock(block, plan, symbol.list_inputs(), data_names,
                          None if isinstance(result, mx.nd.NDArray) else len(result))

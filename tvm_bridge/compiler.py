@@ -1,9 +1,15 @@
 """Compiling a Relax IRModule for the local CPU, with a disk cache of the results.
 
-Pipeline: common subexpressions merged, independent matmuls sharing a weight
-batched (batch_matmuls.py), legalisation and fusion (TVM's CPU passes),
-then tuned schedules from this module's meta-schedule database if there is one,
-then dlight default schedules for the rest, then the VM lowering passes.
+Pipeline: common subexpressions merged, exp/tanh/sigmoid as vectorisable
+polynomials (fast_math.py), independent matmuls sharing a weight
+batched (batch_matmuls.py), weights read in packed panels (packed_weights.py)
+and, for a module that says which inputs are parameters, the work that depends
+on parameters only lifted into a function of its own, run when they change
+(Relax's LiftTransformParams: PREPARE_FUNCTION), the branches of a relax.If as
+functions of their own (outline_branches.py), legalisation and fusion (TVM's
+CPU passes), then tuned schedules from this module's meta-schedule database if
+there is one, then dlight default schedules for the rest, then the VM lowering
+passes.
 Results are exported shared libraries keyed by module, target, tuning records,
 TVM version and pipeline version, so another process loads instead of compiling.
 """
@@ -17,12 +23,16 @@ from tvm.s_tir import dlight, meta_schedule
 
 from . import cache
 from .batch_matmuls import batch_shared_matmuls
+from .fast_math import fast_math
+from .outline_branches import outline_branches
+from .packed_weights import pack_parameter_matmuls, panel_width
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
-from .schedule_rules import SpatialLanesReduction, TiledTranspose
+from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SpatialLanesReduction,
+                             TiledTranspose, lanes)
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 5
+PIPELINE_VERSION = 6
 
 
 def signature_of(mod):
@@ -40,10 +50,12 @@ def signature_of(mod):
                              f"got {param_type}")
         inputs.append(InputSpec(param.name, [_dim(d) for d in param_type.shape.values],
                                 param_type.dtype))
+    num_data = (function.attrs or {}).get("num_input")
+    num_data = None if num_data is None else int(num_data)
     returned = function.ret_ty
     if isinstance(returned, relax.TensorType):
-        return Signature(inputs, 1, returns_tuple=False)
-    return Signature(inputs, len(returned.fields), returns_tuple=True)
+        return Signature(inputs, 1, returns_tuple=False, num_data=num_data)
+    return Signature(inputs, len(returned.fields), returns_tuple=True, num_data=num_data)
 
 
 def _dim(value):
@@ -61,8 +73,11 @@ def fuse(mod, target):
     with target:
         # Weights are graph inputs: each per-step transpose of a weight is the same
         # value, computed once after CSE (which batching needs: one weight, one var).
-        mod = relax.transform.EliminateCommonSubexpr()(mod)
-        return tvm.transform.Sequential(passes)(batch_shared_matmuls(mod))
+        mod = fast_math(relax.transform.EliminateCommonSubexpr()(mod))
+        mod = pack_parameter_matmuls(batch_shared_matmuls(mod), panel_width(lanes(target)))
+        # A no-op for modules without "num_input" (nothing is known to be a parameter).
+        mod = outline_branches(relax.transform.LiftTransformParams()(mod))
+        return tvm.transform.Sequential(passes)(mod)
 
 
 def lower(fused, target, database=None):
@@ -71,8 +86,9 @@ def lower(fused, target, database=None):
         if database is not None:
             with database:
                 fused = relax.transform.MetaScheduleApplyDatabase()(fused)
-        fused = dlight.ApplyDefaultSchedule(SpatialLanesReduction(), TiledTranspose(),
-                                            dlight.cpu.Reduction())(fused)
+        fused = dlight.ApplyDefaultSchedule(PackedPanelGemm(), SpatialLanesReduction(),
+                                            TiledTranspose(), dlight.cpu.Reduction(),
+                                            InlinedElementwise())(fused)
         passes = cpu_generic.pipeline.dataflow_lower_passes(target)
         return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
 

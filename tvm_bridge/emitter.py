@@ -5,7 +5,10 @@ from .converters import Unsupported, lookup
 
 
 class Context:
-    """What converters use: the BlockBuilder, and conversion of nested graphs."""
+    """What converters use: the BlockBuilder, and conversion of nested graphs.
+
+    Bindings go into plain binding blocks (a relax.If may sit between them);
+    relax_builder regroups them into dataflow blocks afterwards."""
 
     def __init__(self, bb):
         self.bb = bb
@@ -33,6 +36,18 @@ class Context:
         if missing:
             raise Unsupported("nested graph output(s) %s not produced" % ", ".join(missing))
         return [values[ref] for ref in graph.heads]
+
+    def emit_branch(self, graph, args):
+        """A nested graph as a relax.SeqExpr of its own (a branch of a relax.If),
+        returning the tuple of its heads."""
+        self.bb.begin_scope()
+        self.bb._begin_binding_block()  # pylint: disable=protected-access
+        try:
+            heads = self.emit_graph(graph, args)
+        finally:
+            block = self.bb._end_block()  # pylint: disable=protected-access
+            self.bb.end_scope()
+        return relax.SeqExpr([block], relax.Tuple(heads))
 
 
 def convert_node(ctx, node, args):

@@ -83,6 +83,14 @@ class Graph:
                 readers.setdefault(ref, []).append(k)
         return readers
 
+    def weight_like_inputs(self):
+        """Names of the variables that no node reads as its first input and that
+        are no output: where an operator takes data first and weights after it
+        (FullyConnected, Convolution, BatchNorm, Embedding, ...), the weights."""
+        first_inputs = {node.inputs[0] for node in self.nodes if node.inputs}
+        return [node.name for k, node in enumerate(self.nodes) if node.is_variable
+                and (k, 0) not in first_inputs and (k, 0) not in self.heads]
+
     def to_symbol(self, heads=None):
         """The MXNet Symbol of this graph, or of the given value refs as its outputs."""
         json_dict = self.json if heads is None else dict(

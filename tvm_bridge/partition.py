@@ -83,15 +83,13 @@ def _probe(node, input_types):
     bb = relax.BlockBuilder()
     error = None
     with bb.function("probe", params):
-        with bb.dataflow():
-            try:
-                outputs = convert_node(Context(bb), node, params)
-            except Unsupported as err:
-                error, outputs = err, []
-            except Exception as err:  # e.g. Relax rejecting an op: MXNet still runs the node
-                error, outputs = Unsupported("converter failed: %s" % err), []
-            result = bb.emit_output(relax.Tuple([out for out in outputs if out is not None]))
-        bb.emit_func_output(result)
+        try:
+            outputs = convert_node(Context(bb), node, params)
+        except Unsupported as err:
+            error, outputs = err, []
+        except Exception as err:  # e.g. Relax rejecting an op: MXNet still runs the node
+            error, outputs = Unsupported("converter failed: %s" % err), []
+        bb.emit_func_output(relax.Tuple([out for out in outputs if out is not None]))
     if error is not None:
         raise error
     return [None if out is None else out.ty for out in outputs]

@@ -1,7 +1,10 @@
 """Relax modules for TVM segments and for whole convertible graphs.
 
 Weights are function parameters, never constants: one compiled module then
-serves parameters that training keeps updating.
+serves parameters that training keeps updating. A segment told which of its
+inputs are parameters takes its data first and marks where the parameters
+start ("num_input"): compiler.py then prepares what depends on parameters only
+(transposes, packed weights) in a function run when they change.
 """
 from tvm import relax
 
@@ -13,41 +16,50 @@ from .value_types import ShapeEnv, relax_type
 ENTRY = "main"
 
 
-def _build(graph, nodes, inputs, input_types, outputs):
-    """A module whose ``main`` maps the ``inputs`` values to a tuple of ``outputs``."""
+def _build(graph, nodes, inputs, input_types, outputs, num_data=None):
+    """A module whose ``main`` maps the ``inputs`` values to a tuple of ``outputs``;
+    with ``num_data``, the inputs after the first ``num_data`` are parameters."""
     dim_vars = {}
     params = [relax.Var(graph.value_name(ref), relax_type(vt, dim_vars))
               for ref, vt in zip(inputs, input_types)]
     values = dict(zip(inputs, params))
     bb = relax.BlockBuilder()
-    with bb.function(ENTRY, params):
-        with bb.dataflow():
-            ctx = Context(bb)
-            for index in nodes:
-                node = graph.nodes[index]
-                results = convert_node(ctx, node, [values[ref] for ref in node.inputs])
-                values.update(((index, k), out) for k, out in enumerate(results))
-            result = bb.emit_output(relax.Tuple([values[ref] for ref in outputs]))
-        bb.emit_func_output(result)
-    return bb.get()
+    attrs = None if num_data is None else {"num_input": num_data}
+    with bb.function(ENTRY, params, attrs=attrs):
+        ctx = Context(bb)
+        for index in nodes:
+            node = graph.nodes[index]
+            results = convert_node(ctx, node, [values[ref] for ref in node.inputs])
+            values.update(((index, k), out) for k, out in enumerate(results))
+        bb.emit_func_output(relax.Tuple([values[ref] for ref in outputs]))
+    # The work between relax.If nodes as dataflow blocks, which fusion needs.
+    return relax.transform.ConvertToDataflow()(bb.get())
 
 
-def build_segment(graph, segment, input_shapes, input_dtypes=None, symbolic_dims=None):
+def build_segment(graph, segment, input_shapes, input_dtypes=None, symbolic_dims=None,
+                  parameters=None):
     """``(IRModule, input_order, output_order)`` of a TVM segment from ``partition``.
 
-    ``main`` takes the segment's inputs in ``input_order`` (value refs, equal to
-    ``segment.inputs``) and returns a tuple of the values in ``output_order``
-    (``segment.outputs``). Graph variables take their types from
-    ``input_shapes``/``input_dtypes``/``symbolic_dims``; values from other
-    segments take the types found when partitioning.
+    ``main`` takes the segment's inputs in ``input_order`` (value refs: those of
+    ``segment.inputs``, in that order, except that graph variables named in
+    ``parameters`` come last, marked as parameters) and returns a tuple of the
+    values in ``output_order`` (``segment.outputs``). Graph variables take their
+    types from ``input_shapes``/``input_dtypes``/``symbolic_dims``; values from
+    other segments take the types found when partitioning.
     """
     if segment.kind != TVM:
         raise ValueError("build_segment: %r runs in MXNet, not TVM" % (segment,))
     env = ShapeEnv(graph, input_shapes, input_dtypes, symbolic_dims)
-    input_types = [env.input_types[graph.nodes[i].name] if graph.nodes[i].is_variable else vt
-                   for (i, _), vt in zip(segment.inputs, segment.input_types)]
-    mod = _build(graph, segment.nodes, segment.inputs, input_types, segment.outputs)
-    return mod, list(segment.inputs), list(segment.outputs)
+    typed = [(ref, env.input_types[graph.nodes[ref[0]].name] if graph.nodes[ref[0]].is_variable
+              else vt) for ref, vt in zip(segment.inputs, segment.input_types)]
+    is_parameter = [graph.nodes[i].is_variable and graph.nodes[i].name in (parameters or ())
+                    for i, _ in segment.inputs]
+    ordered = ([entry for entry, param in zip(typed, is_parameter) if not param]
+               + [entry for entry, param in zip(typed, is_parameter) if param])
+    inputs = [ref for ref, _ in ordered]
+    mod = _build(graph, segment.nodes, inputs, [vt for _, vt in ordered], segment.outputs,
+                 num_data=len(inputs) - sum(is_parameter) if any(is_parameter) else None)
+    return mod, inputs, list(segment.outputs)
 
 
 def build_graph_module(symbol, input_shapes, input_dtypes=None, symbolic_dims=None):

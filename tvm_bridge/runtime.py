@@ -15,7 +15,17 @@ from tvm import relax
 
 # TVM's DLPack import refuses other addresses; such inputs are copied.
 TVM_ALIGNMENT = 64
-MANIFEST_FORMAT = 1
+# 2: "num_data" (parameters prepared by PREPARE_FUNCTION); 1 had no preparation.
+MANIFEST_FORMAT = 2
+READABLE_MANIFEST_FORMATS = (1, 2)
+# The function compiler.py lifts the work on parameters into (Relax's name for it).
+PREPARE_FUNCTION = "main_transform_params"
+
+# array -> a number that changes whenever the array is written (MXNet's engine
+# variable version), or None when there is no such reader: then parameters are
+# prepared again at every call. tvm_bridge installs gluon_dyn's reader; a copy of
+# this file deployed alone has none.
+array_version = None
 
 
 def configure_threads(default_threads=None):
@@ -50,21 +60,31 @@ class InputSpec:
 
 
 class Signature:
-    """The inputs of a compiled function and how many arrays it returns."""
+    """The inputs of a compiled function and how many arrays it returns.
 
-    def __init__(self, inputs, num_outputs, returns_tuple=True):
+    `num_data`: None, or the count of leading inputs that are data; the inputs
+    after them are parameters, which the library's PREPARE_FUNCTION turns into
+    what its "main" takes after the data (see CompiledFunction).
+    """
+
+    def __init__(self, inputs, num_outputs, returns_tuple=True, num_data=None):
         self.inputs = list(inputs)
         self.num_outputs = int(num_outputs)
         self.returns_tuple = bool(returns_tuple)
+        self.num_data = None if num_data is None else int(num_data)
 
     def to_json(self):
-        return {"inputs": [spec.to_json() for spec in self.inputs],
+        data = {"inputs": [spec.to_json() for spec in self.inputs],
                 "num_outputs": self.num_outputs, "returns_tuple": self.returns_tuple}
+        if self.num_data is not None:
+            data["num_data"] = self.num_data
+        return data
 
     @classmethod
     def from_json(cls, data):
         inputs = [InputSpec(d["name"], d["shape"], d["dtype"]) for d in data["inputs"]]
-        return cls(inputs, data["num_outputs"], data.get("returns_tuple", True))
+        return cls(inputs, data["num_outputs"], data.get("returns_tuple", True),
+                   data.get("num_data"))
 
     def check(self, arrays):
         """Raise ValueError/TypeError naming the first input that does not fit."""
@@ -106,7 +126,23 @@ def _dtype_name(dtype):
     return name
 
 
+def _version(array):
+    """The array's write count once MXNet's pending writes to it are done (an
+    unfinished write is counted only when it completes), or None if unknown."""
+    if array_version is None or not isinstance(array, mx.nd.NDArray):
+        return None
+    array.wait_to_read()  # the version counts a write once it completed
+    return array_version(array)
+
+
 def _mx_data_address(array):
+    """Where the array's data is, once MXNet's pending writes to it are done.
+    MXNDArrayGetData allocates an array whose memory is still deferred (the
+    outputs of a static_alloc CachedOp until their operator runs) and re-lays out
+    a oneDNN-blocked one: called while the engine thread runs the operator writing
+    the array, both threads allocated, and TVM read memory the operator never
+    wrote (about 1 call in 4000 with an MXNet segment between TVM segments)."""
+    array.wait_to_read()
     address = ctypes.c_void_p()
     mx.base.check_call(mx.base._LIB.MXNDArrayGetData(array.handle, ctypes.byref(address)))
     return address.value or 0
@@ -117,10 +153,15 @@ class CompiledFunction:
 
     Inputs go to TVM through DLPack without copies when 64-byte aligned and
     contiguous; otherwise they are copied once and `copies` counts them.
-    An NDArray passed again at the same position (a parameter, or an input
-    the caller refills in place) reuses its DLPack view once MXNet's pending
-    writes are done and its memory is checked to be where the view points,
-    in the plain layout (~2 us instead of ~12 us per array).
+    An NDArray passed again at the same position (an input the caller refills
+    in place) reuses its DLPack view once MXNet's pending writes are done and
+    its memory is checked to be where the view points, in the plain layout
+    (~2 us instead of ~12 us per array).
+    Parameters (the inputs after `signature.num_data`) are prepared by
+    PREPARE_FUNCTION (transposed, packed) and the results kept: they are
+    prepared again when a parameter is another array or its `array_version`
+    changed (every write MXNet completes counts: optimizer steps, set_data,
+    `p.data()[:] = ...`, load_parameters); `preparations` counts the runs.
     Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
     returns a tuple gives a list, one that returns a tensor gives one NDArray.
     `info` holds how it was made (compile time, cache hit, tuning), if known.
@@ -132,6 +173,10 @@ class CompiledFunction:
         self.executable = executable
         self._vm = relax.VirtualMachine(executable, tvm.cpu())
         self._function = self._vm[function_name]
+        self._num_data = signature.num_data
+        self._prepare = None if self._num_data is None else self._vm[PREPARE_FUNCTION]
+        self._prepared = self._prepared_from = None
+        self.preparations = 0
         self.copies = 0
         self.info = dict(info or {})
         # Input position -> (the NDArray, its TVM view, its data address), kept
@@ -146,11 +191,30 @@ class CompiledFunction:
         """The call without the signature check, for callers that guarantee the
         inputs fit (a plan fed by a graph cache keyed on shapes and dtypes); a
         misfit is still caught by TVM's own checks, less readably."""
-        result = self._function(*[self._view(position, array)
-                                  for position, array in enumerate(arrays)])
+        if self._prepare is None:
+            result = self._function(*[self._view(position, array)
+                                      for position, array in enumerate(arrays)])
+        else:
+            data = arrays[:self._num_data]
+            result = self._function(*[self._view(position, array)
+                                      for position, array in enumerate(data)],
+                                    *self._parameters(arrays[self._num_data:]))
         if not self.signature.returns_tuple:
             return mx.nd.from_dlpack(result.__dlpack__())
         return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+
+    def _parameters(self, arrays):
+        """What "main" takes after the data: the prepared parameters, prepared
+        again unless every array is the one they came from, unchanged since."""
+        stamps = [(array, _version(array)) for array in arrays]
+        previous = self._prepared_from
+        if previous is None or any(
+                array is not before or version is None or version != version_before
+                for (array, version), (before, version_before) in zip(stamps, previous)):
+            self._prepared = list(self._prepare([self._to_tvm(array) for array in arrays]))
+            self._prepared_from = stamps
+            self.preparations += 1
+        return self._prepared
 
     def _view(self, position, array):
         cached = self._views.get(position)
@@ -158,9 +222,7 @@ class CompiledFunction:
             # MXNDArrayGetData first turns a oneDNN-blocked array (MXNet reorders
             # weights for its own kernels) back to the plain layout; the view is
             # still the array only where that left the memory where it was.
-            address = _mx_data_address(array)
-            if address == cached[2]:
-                array.wait_to_read()
+            if _mx_data_address(array) == cached[2]:
                 return cached[1]
         copies = self.copies
         view = self._to_tvm(array)
@@ -172,8 +234,7 @@ class CompiledFunction:
         if isinstance(array, mx.nd.NDArray):
             if array.context.device_type != "cpu":
                 raise ValueError(f"arrays must be on the CPU, got one on {array.context}")
-            # to_dlpack_for_read waits for pending MXNet writes; ask for the
-            # address first so a refused capsule is never made.
+            # The address first, so that a capsule TVM would refuse is never made.
             if _mx_data_address(array) % TVM_ALIGNMENT == 0:
                 return tvm.runtime.from_dlpack(mx.nd.to_dlpack_for_read(array))
             return self._copy(array.asnumpy())
@@ -189,9 +250,9 @@ class CompiledFunction:
 def read_manifest(manifest_path):
     with open(manifest_path) as f:
         manifest = json.load(f)
-    if manifest.get("format") != MANIFEST_FORMAT:
+    if manifest.get("format") not in READABLE_MANIFEST_FORMATS:
         raise ValueError(f"{manifest_path}: unknown manifest format {manifest.get('format')!r}, "
-                         f"this loader reads format {MANIFEST_FORMAT}")
+                         f"this loader reads formats {READABLE_MANIFEST_FORMATS}")
     return manifest
 
 

@@ -6,17 +6,31 @@ minutes for (64,256), so it is not used. This rule covers the same kernels
 (FullyConnected/matmul with small batch, plus fused elementwise epilogues) by
 keeping the reduction loop outside a short vector of spatial lanes: contiguous
 loads for weights stored (in, out), quick to compile for any layout.
+PackedPanelGemm takes the matmuls packed_weights.py rewrote to read their weight
+in panels, with register tiles that fit the register file. InlinedElementwise
+takes kernels of elementwise work (an LSTM cell's gates), which no dlight CPU
+rule schedules: unscheduled, each op wrote a full intermediate array.
 """
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
-from tvm.s_tir.dlight.base import get_extent, try_inline_contiguous_spatial
+from tvm.s_tir.schedule import ScheduleError
+from tvm.s_tir.dlight.base import get_extent, try_inline, try_inline_contiguous_spatial
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import llvm_get_vector_width, target_has_features
+
+from .packed_weights import BLOCK as PACKED_BLOCK
 
 _DEFAULT_VECTOR_BITS = 128
 ROW_BLOCKS = (8, 6, 4, 2)
 COLUMN_BLOCKS = (8, 4, 2)
+# Packed panels: 4 rows first (measured on znver3: 4x2 vectors 79 GFLOP/s per core on
+# 3200x512x2048, OpenBLAS 70; 8x2 spills and makes 38), else what divides the rows.
+PACKED_ROW_BLOCKS = (4, 6, 5, 3, 2)
+# Vector registers a packed tile leaves free: the weight vectors and a broadcast row value.
+PACKED_SPARE_REGISTERS = 4
 PARALLEL_MIN_WORK = 1 << 18
+# Elementwise kernels do a few operations per element: parallel from this many.
+PARALLEL_MIN_ELEMENTS = 1 << 16
 TRANSPOSE_TILES = (16, 8)
 
 
@@ -28,6 +42,11 @@ def _vector_bits(target):
             return bits
     bits = llvm_get_vector_width(target)
     return bits if bits > 0 else _DEFAULT_VECTOR_BITS
+
+
+def lanes(target, dtype_bits=32):
+    """Elements of `dtype_bits` bits in one vector register of `target`."""
+    return max(_vector_bits(target) // dtype_bits, 1)
 
 
 def _accumulators(target):
@@ -55,6 +74,24 @@ class SpatialLanesReduction(CPUScheduleRule):
     """One reduction block (spatial axes then reduction axes) and injective epilogues:
     parallel over outer spatial tiles, reduction loops, then vector lanes innermost."""
 
+    def _takes(self, block):  # pylint: disable=unused-argument
+        return True
+
+    @staticmethod
+    def _tile_order(column_tile, row_tile):
+        # Column tiles outermost: consecutive tiles read the same weight columns
+        # (from cache), the rows they meet being the small operand.
+        return column_tile, row_tile
+
+    @staticmethod
+    def _tile(rows_extent, vectors, target):
+        """(rows, lane vectors) of a register tile for `rows_extent` rows (an int, or
+        a symbolic extent) and `vectors` lane vectors per row."""
+        rows = _first_divisor(rows_extent, ROW_BLOCKS)
+        columns = _first_divisor(vectors, [n for n in COLUMN_BLOCKS
+                                           if rows * n <= _accumulators(target)])
+        return rows, columns
+
     def apply(self, func, target, _tunable):
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
@@ -71,28 +108,27 @@ class SpatialLanesReduction(CPUScheduleRule):
         if num_spatial == 0 or set(kind[num_spatial:]) != {"R"}:
             return None
         block = reduction_info.block_rv
-        lanes = max(_vector_bits(target) // sch.get(block).writes[0].source.dtype.bits, 1)
+        if not self._takes(sch.get(block)):
+            return None
+        width = lanes(target, sch.get(block).writes[0].source.dtype.bits)
         loops = sch.get_loops(block)
         work = _work(sch, loops)
         spatial, reduction = loops[:num_spatial], loops[num_spatial:]
         inner_extent = get_extent(sch, spatial[-1])
         # A remainder would need a predicate inside the vector loop: leave such
         # kernels to the other rules.
-        if not isinstance(inner_extent, int) or inner_extent % lanes:
+        if not isinstance(inner_extent, int) or inner_extent % width:
             return None
         # Several independent accumulators per tile (a few rows times a few lane
         # vectors): one accumulator is a chain of dependent FMAs, bound by their
         # latency; rows also share each weight vector loaded.
-        rows = _first_divisor(get_extent(sch, spatial[-2]), ROW_BLOCKS) if num_spatial > 1 else 1
-        columns = _first_divisor(inner_extent // lanes,
-                         [n for n in COLUMN_BLOCKS if rows * n <= _accumulators(target)])
-        tile, column, lane = sch.split(spatial[-1], factors=[None, columns, lanes])
+        rows, columns = self._tile(get_extent(sch, spatial[-2]) if num_spatial > 1 else 1,
+                                   inner_extent // width, target)
+        tile, column, lane = sch.split(spatial[-1], factors=[None, columns, width])
         if rows > 1:
-            # Column tiles outermost: consecutive tiles read the same weight panel
-            # (from cache), the rows it meets being the small operand.
             row_tile, row = sch.split(spatial[-2], factors=[None, rows])
-            sch.reorder(tile, row_tile, *reduction, row, column, lane)
-            outer = sch.fuse(*spatial[:-2], tile, row_tile)
+            sch.reorder(*self._tile_order(tile, row_tile), *reduction, row, column, lane)
+            outer = sch.fuse(*spatial[:-2], *self._tile_order(tile, row_tile))
             sch.unroll(row)
         else:
             sch.reorder(tile, *reduction, column, lane)
@@ -110,9 +146,39 @@ class SpatialLanesReduction(CPUScheduleRule):
         for epilogue in infos[1:]:
             sch.reverse_compute_at(epilogue.block_rv, outer, preserve_unit_loops=True)
             sch.vectorize(sch.get_loops(epilogue.block_rv)[-1])
+        if len(infos) > 1:
+            # The epilogue reads the tile from registers: no full-size intermediate
+            # (unless the product itself is an output too).
+            try:
+                sch.compute_inline(write_back)
+            except ScheduleError:
+                pass
         init = sch.decompose_reduction(block, reduction[0])
         sch.vectorize(sch.get_loops(init)[-1])
         return sch
+
+
+class PackedPanelGemm(SpatialLanesReduction):
+    """The matmuls packed_weights.py rewrote (a weight in panels of two lane
+    vectors), with their epilogues. Tiles of a few rows times one or more panels
+    fit the vector registers with room for the weight vectors: on AVX2 the 8x2
+    tiles of the unpacked rule spill accumulators on every step."""
+
+    def _takes(self, block):
+        return block.name_hint == PACKED_BLOCK
+
+    @staticmethod
+    def _tile_order(column_tile, row_tile):
+        # Row tiles outermost: a tile's rows stay in L1 while the panels stream
+        # past (measured faster for 3200 rows, equal for 32).
+        return row_tile, column_tile
+
+    @staticmethod
+    def _tile(rows_extent, vectors, target):
+        budget = _accumulators(target) - PACKED_SPARE_REGISTERS
+        rows = _first_divisor(rows_extent, PACKED_ROW_BLOCKS)
+        columns = max(n for n in (8, 4, 2, 1) if rows * n <= budget and vectors % n == 0)
+        return rows, columns
 
 
 class TiledTranspose(CPUScheduleRule):
@@ -151,4 +217,33 @@ class TiledTranspose(CPUScheduleRule):
         if work >= PARALLEL_MIN_WORK:
             sch.parallel(outer)
         sch.unroll(column)
+        return sch
+
+
+class InlinedElementwise(CPUScheduleRule):
+    """Injective blocks only: each inlined into its readers, and every block left
+    (those writing outputs) walked once, in vector lanes when its innermost axis
+    holds whole vectors, parallel over outer elements when big."""
+
+    def apply(self, func, target, _tunable):
+        if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        sch = s_tir.Schedule(func)
+        infos = normalize_prim_func(sch)
+        if not infos or not all(info.is_injective() for info in infos):
+            return None
+        for info in try_inline(sch, infos):
+            loops = sch.get_loops(info.block_rv)
+            if not loops:
+                continue
+            width = lanes(target, sch.get(info.block_rv).writes[0].source.dtype.bits)
+            innermost = get_extent(sch, loops[-1])
+            elements = _work(sch, loops)
+            if isinstance(innermost, int) and innermost % width == 0:
+                # Split before fusing: a vector's lanes then provably share a row.
+                *loops, lane = loops[:-1] + sch.split(loops[-1], factors=[None, width])
+                sch.vectorize(lane)
+            loop = sch.fuse(*loops) if loops else None
+            if loop is not None and elements >= PARALLEL_MIN_ELEMENTS:
+                sch.parallel(loop)
         return sch

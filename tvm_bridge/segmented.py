@@ -1,12 +1,18 @@
 """A graph run as segments: TVM where it compiles and measures faster, MXNet elsewhere.
 
 The graph is partitioned (partition.py); each TVM segment is compiled (weights
-stay inputs, so one compiled plan serves updated parameters) and timed on the
+stay inputs, so one compiled plan serves updated parameters; what depends on
+parameters only is prepared when they change, see runtime.CompiledFunction) and
+timed on the
 example inputs against the same segment as an MXNet CachedOp; the faster one
 runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
 CachedOps. Finally the whole plan is timed against one CachedOp of the whole
-graph, and the faster of the two serves calls. Inference only: training keeps
-MXNet, whose backward TVM does not provide.
+graph, and the faster of the two serves calls. Every one of these choices is a
+gluon_dyn.measure.MeasuredChoice: MXNet stays unless TVM is faster by a margin
+in two measurements, and the choices are measured again when the plan serving
+calls runs much slower than the alternative did, and at scheduled re-checks;
+the report gives each measurement (when, what, the medians, the outcome).
+Inference only: training keeps MXNet, whose backward TVM does not provide.
 
 A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
 found by running it on the example inputs (observed_types.py): a TVM segment
@@ -19,7 +25,7 @@ import time
 import mxnet as mx
 import numpy as np
 from gluon_dyn.graph_json import UNINFERABLE_OPS
-from gluon_dyn.measure import median_time
+from gluon_dyn.measure import MeasuredChoice, interleaved_samples
 
 from .compiler import compile_module
 from .graph import load_graph
@@ -29,6 +35,7 @@ from .relax_builder import build_segment
 from .tuning import tune_module
 
 REPEATS = 15  # timed calls per variant when choosing
+PLAN, WHOLE = "plan", "whole graph"  # what serves calls
 
 
 class Step:
@@ -46,6 +53,7 @@ class Step:
         self.run_in_mxnet = run
         self.backend = "mxnet"
         self.function = self.input_order = self.output_order = None
+        self.choice = None  # a MeasuredChoice between "tvm" and "mxnet", once timed
         self.times_ms = {}
         self.compile_s = self.tune_s = None
         self.note = ""
@@ -60,15 +68,20 @@ class SegmentedGraph:
     timed on); `symbolic_dims` ({"data": {0: "batch"}}) leaves dimensions open so
     one plan serves several sizes. `tune` (a number of meta-schedule trials)
     tunes each TVM segment first; the tuning database is kept in the cache.
+    `parameter_names` are the inputs that change rarely (weights: work on them
+    alone is prepared once per change); by default the inputs no operator takes
+    as its first argument (Graph.weight_like_inputs). Any input may change at any
+    call either way: the choice only decides what is prepared ahead.
 
-    After construction: `steps` (a Step per segment, in order), `uses_whole_graph`
-    (one MXNet CachedOp of the graph measured faster and serves calls),
-    `check_inputs` (set False when the caller guarantees shapes and dtypes; or
-    see check_only).
+    After construction: `steps` (a Step per segment, in order), `choice` (the
+    MeasuredChoice between PLAN and WHOLE, one MXNet CachedOp of the graph; None
+    without measurement), `uses_whole_graph` (the latter serves calls; setting it
+    forces the choice), `check_inputs` (set False when the caller guarantees
+    shapes and dtypes; or see check_only).
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
-                 choose_by_measurement=True, tune=None):
+                 choose_by_measurement=True, tune=None, parameter_names=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
@@ -96,6 +109,8 @@ class SegmentedGraph:
         # 1.9.1 knows the output shapes of _cond/_while_loop only once they ran.
         self.static_shape = not symbolic_dims and not graph.holds_ops(UNINFERABLE_OPS)
         self.symbol = symbol
+        self.parameter_names = set(graph.weight_like_inputs() if parameter_names is None
+                                   else parameter_names)
         segments = partition(graph, shapes, dtypes, symbolic_dims,
                              example_inputs=dict(zip(input_names, example_inputs)))
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
@@ -104,11 +119,22 @@ class SegmentedGraph:
         self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
-        self.uses_whole_graph = False  # one CachedOp of the graph serves calls instead
+        self.choice = MeasuredChoice((PLAN, WHOLE), incumbent=WHOLE) if \
+            choose_by_measurement else None
+        self._forced = None if choose_by_measurement else PLAN
         # Calls run as one MXNet graph since a value typed by running differed.
         self.types_changed_calls, self._types_changed_last = 0, []
         if choose_by_measurement:
-            self._choose(list(example_inputs))
+            self._choose(list(example_inputs), "built")
+
+    @property
+    def uses_whole_graph(self):
+        """Whether one MXNet CachedOp of the whole graph serves calls."""
+        return (self._forced or self.choice.chosen) == WHOLE
+
+    @uses_whole_graph.setter
+    def uses_whole_graph(self, value):
+        self._forced = WHOLE if value else PLAN
 
     def _step(self, segment, shapes, dtypes, symbolic_dims, cache_dir, tune):
         reads = [self._slots[ref] for ref in segment.inputs]
@@ -133,8 +159,8 @@ class SegmentedGraph:
     def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
         """Make `step` run its segment on TVM; if that fails, it stays in MXNet, noted."""
         try:
-            module, input_order, output_order = build_segment(self.graph, step.segment, shapes,
-                                                              dtypes, symbolic_dims)
+            module, input_order, output_order = build_segment(
+                self.graph, step.segment, shapes, dtypes, symbolic_dims, self.parameter_names)
             if tune:
                 step.tune_s = tune_module(module, trials=tune, cache_dir=cache_dir)["seconds"]
             start = time.perf_counter()
@@ -169,31 +195,34 @@ class SegmentedGraph:
         step.input_order, step.output_order = input_order, output_order
         step.run, step.backend = run_in_tvm, "tvm"
 
-    def _choose(self, inputs):
-        """Time each TVM segment against MXNet on the example inputs; then the
-        whole plan against one CachedOp of the graph."""
+    def _choose(self, inputs, why):
+        """Time each TVM segment against MXNet on `inputs`; then the whole plan
+        against one CachedOp of the graph (MeasuredChoice decides each)."""
         values = self._slot_list(inputs)
         for step in self.steps:
             args = [values[k] for k in step.reads]
-            if step.backend == "tvm":
-                self._choose_backend(step, args)
+            if step.function is not None and step.choice is not False:
+                self._choose_backend(step, args, why)
             _store(values, step.writes, step.run(*args))
-        medians = median_time({"plan": lambda: _wait(self._run_plan(inputs)),
-                               "whole": lambda: _wait(self._run_whole(inputs))}, repeats=REPEATS)
-        self.plan_ms, self.whole_ms = medians["plan"] * 1000, medians["whole"] * 1000
-        self.uses_whole_graph = medians["whole"] < medians["plan"]
+        medians = _decide(self.choice, {PLAN: lambda: _wait(self._run_plan(inputs)),
+                                        WHOLE: lambda: _wait(self._run_whole(inputs))}, why)
+        self.plan_ms, self.whole_ms = medians[PLAN], medians[WHOLE]
 
     @staticmethod
-    def _choose_backend(step, args):
+    def _choose_backend(step, args, why):
+        step.choice = step.choice or MeasuredChoice(("tvm", "mxnet"), incumbent="mxnet")
         try:
-            medians = median_time({"tvm": lambda: _wait(step.run_in_tvm(*args)),
-                                   "mxnet": lambda: _wait(step.run_in_mxnet(*args))},
-                                  repeats=REPEATS)
+            step.times_ms = _decide(step.choice, {"tvm": lambda: _wait(step.run_in_tvm(*args)),
+                                                  "mxnet": lambda: _wait(step.run_in_mxnet(*args))},
+                                    why)
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM fails to run
             step.note = "TVM run failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
-            medians = {"tvm": float("inf")}
-        step.times_ms = {name: seconds * 1000 for name, seconds in medians.items()}
-        if medians.get("mxnet", 0.0) < medians["tvm"]:
+            step.choice = False  # never timed again
+            step.run, step.backend = step.run_in_mxnet, "mxnet"
+            return
+        if step.choice.chosen == "tvm":
+            step.run, step.backend = step.run_in_tvm, "tvm"
+        else:
             step.run, step.backend = step.run_in_mxnet, "mxnet"
 
     def __call__(self, *arrays):
@@ -202,7 +231,20 @@ class SegmentedGraph:
                                "call it outside autograd.record()")
         if self.check_inputs:
             self._check(arrays)
-        return self._run_whole(arrays) if self.uses_whole_graph else self._run_plan(arrays)
+        run = self._run_whole if self.uses_whole_graph else self._run_plan
+        choice = self.choice
+        if self._forced or not choice.wants_timing():
+            if choice is not None:
+                choice.served()
+            return run(arrays)
+        start = time.perf_counter()
+        outputs = run(arrays)
+        _wait(outputs)
+        choice.served(time.perf_counter() - start)
+        why = choice.recheck_due()
+        if why:
+            self._choose(list(arrays), why)
+        return outputs
 
     def _check(self, arrays):
         if len(arrays) != self._num_inputs:
@@ -249,25 +291,41 @@ class SegmentedGraph:
 
     def report(self):
         """Where each segment runs and why: a dict with the plan's and the whole
-        graph's measured times (ms) and, per segment, its backend, op count, ops
-        ({op: count}), times (ms) of each backend tried, compile and tuning
-        seconds (0 when loaded from the cache; None when not done) and boundary
-        reasons; and the calls run as one MXNet graph because a value typed by
-        running differed (with the last reasons)."""
+        graph's last measured times (ms), the choice between them (its
+        measurements: when, medians, outcome) and, per segment, its backend, op
+        count, ops ({op: count}), last times (ms) of each backend tried and its
+        choice, compile and tuning seconds (0 when loaded from the cache; None
+        when not done), how often its parameters were prepared, and boundary
+        reasons; the inputs taken as parameters; and the calls run as one MXNet
+        graph because a value typed by running differed (with the last reasons)."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
+            "choice": None if self.choice is None else self.choice.report(),
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "parameters": sorted(self.parameter_names),
             "types_changed": {"calls": self.types_changed_calls,
                               "last": list(self._types_changed_last)},
             "segments": [{"backend": step.backend, "convertible": step.segment.kind == TVM,
                           "ops": len(step.segment.nodes),
                           "op_names": _op_counts(self.graph, step.segment.nodes),
                           "times_ms": step.times_ms, "compile_s": step.compile_s,
+                          "choice": step.choice.report() if step.choice else None,
+                          "preparations": (None if step.function is None else
+                                           step.function.preparations),
                           "tune_s": step.tune_s,
                           "reasons": list(step.segment.reasons) + (
                               [step.note] if step.note else [])}
                          for step in self.steps]}
+
+
+def _decide(choice, variants, why):
+    """Time `variants` (name -> fn) interleaved and let `choice` decide, measuring
+    again while it waits to confirm a faster variant; the last medians (ms)."""
+    choice.decide(interleaved_samples(variants, repeats=REPEATS), why)
+    while choice.confirming:
+        choice.decide(interleaved_samples(variants, repeats=REPEATS), why + ", confirming")
+    return dict(choice.history[-1]["medians_ms"])
 
 
 def _cached_op(symbol, static_shape):

@@ -8,6 +8,8 @@ import mxnet as mx
 
 from mxnet import gluon
 
+from .graph_breaks import Unbound
+
 MAX_NODES = 10000
 _SIMPLE = (bool, int, float, str, bytes, type(None))
 
@@ -19,11 +21,12 @@ class Unsupported(Exception):
 class ArgumentLayout:
     """structure: a hashable description; leaves: where each array sits, as steps
     from the argument tuple (("item", i) into lists and tuples, ("attr", name) into
-    objects, ("key", k) into dicts)."""
+    objects, ("key", k) into dicts); containers: the lists and dicts among them."""
 
     def __init__(self, args):
         self.structure_parts = []
         self.leaves = []
+        self.containers = []
         self._seen = set()
         self._visit(args, ())
         self.structure = tuple(self.structure_parts)
@@ -35,6 +38,8 @@ class ArgumentLayout:
         if isinstance(value, mx.nd.NDArray):
             self.structure_parts.append(("array", value.shape, value.dtype))
             self.leaves.append(path)
+        elif isinstance(value, Unbound):   # a variable a part of a split forward left unset
+            self.structure_parts.append(("unbound", value.name))
         elif isinstance(value, _SIMPLE):
             self.structure_parts.append(("value", value))
         elif isinstance(value, (list, tuple)):
@@ -62,6 +67,8 @@ class ArgumentLayout:
         if id(container) in self._seen:
             raise Unsupported("an argument refers to itself (a %s)" % type(container).__name__)
         self._seen.add(id(container))
+        if isinstance(container, (list, dict)):
+            self.containers.append(container)
 
 
 def relaxed_structure(layout, relaxed):
@@ -102,3 +109,25 @@ def put(args, path, new):
     else:
         parent[step] = new
     return old
+
+
+class ContainersKept:
+    """Context manager around a trace: the lists and dicts among the arguments hold,
+    afterwards, what they held before (the trace put Symbols in and may have
+    appended); `changed` says whether the traced code changed any of them."""
+
+    def __init__(self, layout):
+        self.saved = [(container, container.copy()) for container in layout.containers]
+        self.changed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for container, contents in self.saved:
+            self.changed = self.changed or len(container) != len(contents)
+            container.clear()
+            if isinstance(container, list):
+                container.extend(contents)
+            else:
+                container.update(contents)

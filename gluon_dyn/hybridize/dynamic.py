@@ -1,18 +1,20 @@
 """`hybridize(dynamic=True)` on Gluon blocks: imperative Python control flow, run as graphs.
 
-A plain Block's forward, or a HybridBlock's hybrid_forward methods, are converted
-(transpiler.py) and run by a BlockRunner (block_runner.py), which profiles, traces
-graphs keyed by what the Python code read, guards its assumptions, and falls back
-to Python where a graph cannot reproduce the program.
+The block's forward is converted (transpiler.py) and replaced by a BlockRunner
+(runner.py), which keys each call (cache_key.py), traces graphs (capture.py),
+runs them (executor.py), guards its assumptions and falls back to Python where a
+graph cannot reproduce the program. patches.py wraps Gluon's `hybridize` with
+`with_dynamic`.
 """
 import functools
 
 from mxnet import gluon
 
-from .block_runner import BlockRunner
+from .runner import BlockRunner
 
 
-def _with_dynamic(hybridize):
+def with_dynamic(hybridize):
+    """Gluon's `hybridize`, taking the keyword arguments of the dynamic mode."""
     @functools.wraps(hybridize)
     def wrapper(self, active=True, *args, dynamic=False, profile_calls=3, speculate=True,
                 max_guard_failures=1, check_speed=None, backend="mxnet", backend_options=None,
@@ -31,8 +33,15 @@ def _with_dynamic(hybridize):
             if isinstance(self, gluon.HybridBlock):
                 self._active = False
         return result
-    wrapper.gluon_dyn_wrapped = True
     return wrapper
+
+
+def runner_of(block):
+    """The BlockRunner of a block hybridized with dynamic=True."""
+    runner = vars(block).get("forward")
+    if not isinstance(runner, BlockRunner):
+        raise ValueError("%s was not hybridized with dynamic=True" % type(block).__name__)
+    return runner
 
 
 def report(block):
@@ -40,19 +49,17 @@ def report(block):
 
     A dict: "converted" (the functions converted), "cached_graphs" and "traces"
     (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
-    None), "guard_failures" (speculative assumptions that failed) and "statements"
-    ({"file:line": "if: cond (graph)", ...}: what each converted statement became),
-    "not_speculated" (locations whose assumptions kept failing, so no longer made),
-    "cache_misses" (why recent calls needed a new graph) and "speed_check_ms" (median
-    times of the graph and of the forward as written, from the calls that compared
-    them: with check_speed, the default, a graph slower than Python is dropped).
+    None), "internal_errors" (traces stopped by a gluon_dyn bug), "calls" (how calls
+    were served: counts per kind, the share served by graphs after profiling, and
+    "last": "graph" when the latest call ran on a graph), "deferred_state" (numbers
+    on blocks the graphs take and give back, and lists and dicts on blocks they update
+    after each run; those the forward also reads stay in the key), "guard_failures"
+    (speculative assumptions that failed), "statements" ({"file:line": "if: cond
+    (graph)", ...}: what each converted statement became), "not_speculated"
+    (locations whose assumptions kept failing, so no longer made), "cache_misses"
+    (why recent calls needed a new graph) and "speed_check" (with check_speed, the
+    default, a graph slower than Python is dropped: the check's state and the median
+    milliseconds of the graph and of the forward as written, from the calls that
+    compared them).
     """
-    runner = vars(block).get("forward")
-    if not isinstance(runner, BlockRunner):
-        raise ValueError("%s was not hybridized with dynamic=True" % type(block).__name__)
-    return runner.report()
-
-
-for _block_class in (gluon.Block, gluon.HybridBlock):
-    if not getattr(_block_class.hybridize, "gluon_dyn_wrapped", False):
-        _block_class.hybridize = _with_dynamic(_block_class.hybridize)
+    return runner_of(block).report()

@@ -3,11 +3,10 @@
 While a Block's first calls run imperatively, each `if` on a tensor records the
 branch it took and each `while` on a tensor its trip count, by source line. A
 trace then inlines a branch that always went one way and unrolls a loop whose
-trip count never changed, and adds a guard for each such assumption: a
-`gluon_dyn_assert` node that fails the graph run when the tensor disagrees. A
-failed guard discards that run (the call runs imperatively instead); an assumption
-that has failed `max_failures` times (default 1) is no longer made, so the next trace
-builds `cond` / `while_loop` there.
+trip count never changed, and adds a guard for each such assumption (guards.py).
+A failed guard discards that run (the call runs imperatively instead); an
+assumption that has failed `max_failures` times (default 1) is no longer made, so
+the next trace builds `cond` / `while_loop` there.
 """
 import threading
 
@@ -23,13 +22,15 @@ class Profile:
         self.branches = {}      # location -> set of bools taken
         self.trip_counts = {}   # location -> set of ints
         self.failures = {}      # location -> failed guards so far
+        self.last_failure = {}  # location -> what its latest failed guard said
         self.max_failures = max_failures
         self.relaxed = set()    # locations never speculated again
 
-    def guard_failed(self, location):
+    def guard_failed(self, location, failure):
         """After `max_failures` failures an assumption is no longer made; before
         that, the location is profiled afresh (from the failing call on)."""
         self.failures[location] = self.failures.get(location, 0) + 1
+        self.last_failure[location] = failure
         if self.failures[location] >= self.max_failures:
             self.relaxed.add(location)
         else:
@@ -76,11 +77,3 @@ def record_trip_count(location, count):
     if profile is not None:
         profile.trip_counts.setdefault(location, set()).add(count)
 
-
-class Guard:
-    """One assumption checked inside the graph: `holds` must be nonzero."""
-
-    def __init__(self, location, holds, message):
-        self.location = location
-        self.holds = holds
-        self.message = message

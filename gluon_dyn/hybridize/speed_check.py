@@ -3,17 +3,15 @@
 A graph is not always faster: MXNet's `_cond` and `_while_loop` cost more per
 call than a handful of imperative ops, so a small forward whose branch or loop
 cannot be speculated away (a guard storm) may run slower as a graph. Once a
-graph has served a call, the next calls alternate between the graph and the
-forward as written, each timed to completion; if the graph's median is not the
-faster, the block runs as Python from then on (the report says so, with both
-times).
+graph has served a call, calls alternate between the graph and the forward as
+written, each timed to completion, until measure.MeasuredChoice decides: the
+forward as written is the incumbent, and the graph takes over only when it is
+faster by a margin in consecutive measurements; serving calls are sampled, and a
+choice that looks wrong later (or a scheduled re-check) measures both again.
 """
-import statistics
-import time
+from ..measure import MIN_SAMPLES, MeasuredChoice, timed_ms
 
-import mxnet as mx
-
-SAMPLES = 5  # timed calls of each kind
+GRAPH, PYTHON = "graph", "python"
 # hybridize(dynamic=True, check_speed=None) means this; tests of the graph
 # machinery turn it off so that tiny programs keep their graphs.
 ENABLED_BY_DEFAULT = True
@@ -21,28 +19,50 @@ ENABLED_BY_DEFAULT = True
 
 class SpeedCheck:
     def __init__(self, enabled=None):
-        self.times = {"graph": [], "python": []}
-        self.done = not (ENABLED_BY_DEFAULT if enabled is None else enabled)
+        enabled = ENABLED_BY_DEFAULT if enabled is None else enabled
+        self.choice = MeasuredChoice((GRAPH, PYTHON), incumbent=PYTHON) if enabled else None
+        self.measuring = enabled
+        self.reason = "first measurement"
+        self.samples = {GRAPH: [], PYTHON: []}
+
+    def serves_python(self):
+        """Whether calls run as written now (measured faster, no measurement due)."""
+        return self.choice is not None and not self.measuring and self.choice.chosen == PYTHON
 
     def next_variant(self):
-        """"graph" or "python" for a call to be timed, None once the check is over."""
-        if self.done:
+        """(GRAPH or PYTHON, whether to time the call), or None: the graph, untimed."""
+        if self.choice is None:
             return None
-        return "graph" if len(self.times["graph"]) <= len(self.times["python"]) else "python"
+        if self.measuring:
+            return (GRAPH if len(self.samples[GRAPH]) <= len(self.samples[PYTHON]) else PYTHON,
+                    True)
+        return self.choice.chosen, self.choice.wants_timing()
 
     def timed(self, variant, run):
-        """run(), timed until MXNet has finished all its work."""
-        start = time.perf_counter()
-        result = run()
-        mx.nd.waitall()
-        self.times[variant].append((time.perf_counter() - start) * 1000)
-        self.done = len(self.times["python"]) >= SAMPLES
+        """run(), timed until MXNet has finished its work; the timing is recorded."""
+        result, ms = timed_ms(run)
+        self.record(variant, ms / 1000)
         return result
 
-    def graph_is_slower(self):
-        if not self.done or not self.times["python"]:
-            return False
-        return self.medians()["graph"] > self.medians()["python"]
+    def record(self, variant, seconds):
+        if self.measuring:
+            self.samples[variant].append(seconds)
+            if min(len(times) for times in self.samples.values()) >= MIN_SAMPLES:
+                self.choice.decide(self.samples, self.reason)
+                self.samples = {GRAPH: [], PYTHON: []}
+                self.measuring = self.choice.confirming
+                self.reason = "confirming"
+            return
+        self.choice.served(seconds)
+        due = self.choice.recheck_due()
+        if due:
+            self.measuring, self.reason = True, due
 
-    def medians(self):
-        return {variant: statistics.median(times) for variant, times in self.times.items() if times}
+    def report(self):
+        """The choice, what was compared and when (measure.MeasuredChoice.report)."""
+        if self.choice is None:
+            return {"state": "off"}
+        report = self.choice.report()
+        report["state"] = "measuring (%s)" % self.reason if self.measuring else \
+            "%s chosen" % ("graph" if self.choice.chosen == GRAPH else "forward as written")
+        return report

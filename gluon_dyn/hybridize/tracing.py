@@ -5,17 +5,24 @@ import threading
 import mxnet as mx
 
 from .. import graph_json
+from ..ops import subgraph
+from ..origin import user_location
+from . import fates, symbolic_shapes
 
 _local = threading.local()
 
 
 class FallbackRequired(Exception):
-    """The traced code did something a graph cannot replay; run it as Python instead."""
+    """The traced code did something a graph cannot replay; run it as Python instead.
+    `breakable`: a statement that must run as Python with real values (a host read,
+    `print`), around which the forward can be split into graph segments
+    (graph_breaks.py)."""
 
-    def __init__(self, reason, location):
+    def __init__(self, reason, location, breakable=False):
         super().__init__("%s: %s" % (location, reason))
         self.reason = reason
         self.location = location
+        self.breakable = breakable
 
 
 class Trace:
@@ -27,18 +34,34 @@ class Trace:
         self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
         # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
         self.ndarray_code = ndarray_code
-        self.statements = {}        # "file:line" -> (statement, what it became)
+        self.statements = {}        # "file:line" -> fates.Fate
         self.profile = None         # a speculation.Profile to speculate from, if any
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
-        self.guards = []            # speculation.Guard, checked in the graph
+        self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
+        self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
+        # Names of one-element Symbols standing for a Python int (a graph loop's
+        # counter over range()): indexing with one drops the axis, as an int does.
+        self.scalar_indices = set()
+        # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
+        # branches and loops that read it (stale_gradients.py).
+        self.conditional_reads = {}
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
+        # Tracing for export (export.ExportOptions), or None: then shapes read by the
+        # code are graph values (symbolic_shapes.py), and nothing is speculated.
+        self.export = None
 
-    def record(self, location, statement, fate):
+    def note_conditional_use(self, condition, names):
+        """Listener of ops.subgraph: a top-level branch or loop body reads `names`
+        under `condition`."""
+        for name in names:
+            self.conditional_reads.setdefault(name, []).append(condition)
+
+    def record(self, location, fate):
         """Note what a converted statement became in this trace."""
-        self.statements[location] = (statement, fate)
+        self.statements[location] = fate
 
     def capture(self, array):
         if id(array) not in self.captured:
@@ -55,7 +78,17 @@ class Trace:
 
     def shape_of(self, symbol):
         """`symbol.shape` in traced code: the inferred shape, with the input
-        dimensions it depends on noted as read (the graph is specialised to them)."""
+        dimensions it depends on noted as read (the graph is specialised to them);
+        for export, sizes the graph computes when it runs."""
+        if self.export is not None:
+            return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
+        return self.static_shape(symbol)
+
+    def static_shape(self, symbol):
+        """`symbol`'s shape as ints, for gluon_dyn's own code (indexing, unrolling):
+        noted as read like shape_of; an AttributeError when exporting (no size is fixed)."""
+        if self.export is not None:
+            raise AttributeError("sizes are not fixed in an exported graph")
         shape = self.inferred_shape(symbol)
         names = set(symbol.list_inputs())
         if names == {symbol.name} and symbol.get_children() is None:
@@ -64,6 +97,16 @@ class Trace:
         # A computed value's shape depends on its inputs' shapes in ways not tracked.
         for name in names:
             self._note_read(name, range(len(self.shapes.get(name, ()))))
+        return shape
+
+    def fixed_shape(self, symbol):
+        """`symbol`'s shape, to be written into the graph as a constant (zeros that
+        stand for a value on the path not taken): its relation to the input shapes
+        is not tracked (it may be a loop body's placeholder), so the graph serves
+        only the input shapes it was traced with."""
+        shape = self.inferred_shape(symbol)
+        for name, input_shape in self.shapes.items():
+            self._note_read(name, range(len(input_shape)))
         return shape
 
     def inferred_shape(self, symbol):
@@ -75,8 +118,13 @@ class Trace:
             raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
                                  "on a graph loop or branch)" % symbol.name)
         needed = set(inferable.list_inputs())
-        _, shapes, _ = inferable.infer_shape_partial(
-            **{name: shape for name, shape in known.items() if name in needed})
+        try:
+            _, shapes, _ = inferable.infer_shape_partial(
+                **{name: shape for name, shape in known.items() if name in needed})
+        except mx.base.MXNetError:
+            # Some shape functions reject inputs of unknown rank (`take` on a loop
+            # body's placeholder) instead of leaving the output unknown.
+            shapes = []
         if len(shapes) != 1 or not shapes[0] or 0 in shapes[0]:
             raise AttributeError("the shape of Symbol %r is not known while tracing" % symbol.name)
         return tuple(shapes[0])
@@ -111,19 +159,51 @@ class ReadShape(tuple):
     del _name, _everything
 
 
-def _symbol_shape(symbol):
-    # Code written for NDArrays reads `.shape`; while tracing, the graph is
-    # specialised to its input shapes, so a Symbol's shape is known.
+def symbol_shape(symbol):
+    """`Symbol.shape` (patches.py): code written for NDArrays reads `.shape`; while
+    tracing, the graph is specialised to its input shapes, so a Symbol's shape is known."""
     trace = current()
     if trace is None:
         raise AttributeError("'Symbol' object has no attribute 'shape'")
     return trace.shape_of(symbol)
 
 
-mx.sym.Symbol.shape = property(_symbol_shape)
-# `x.detach()` (state kept across calls, truncated backpropagation) on a traced value.
-mx.sym.Symbol.detach = lambda symbol: mx.sym.BlockGrad(symbol)
-mx.sym.Symbol.ndim = property(lambda symbol: len(_symbol_shape(symbol)))
+def static_shape(symbol):
+    """The trace's Trace.static_shape (AttributeError outside a trace or when exporting)."""
+    trace = current()
+    if trace is None:
+        raise AttributeError("'Symbol' object has no attribute 'shape'")
+    return trace.static_shape(symbol)
+
+
+def symbol_ndim(symbol):
+    """`Symbol.ndim` (patches.py), as symbol_shape."""
+    return len(symbol_shape(symbol))
+
+
+# NDArray methods that read a value into Python. Called on a Symbol while tracing,
+# they are host reads: the forward needs the value, so it runs as Python.
+HOST_READS = ("asscalar", "asnumpy", "wait_to_read", "__float__", "__int__", "__index__",
+              "__bool__")
+
+
+def refusing_host_read(name, original):
+    """`Symbol.<name>` (patches.py): a host read while tracing stops the trace naming
+    it; outside a trace, what Symbol did before (`original`, or no such method)."""
+    def method(symbol, *args, **kwargs):
+        if current() is None:
+            if original is None:
+                raise TypeError("a Symbol has no value to read (%s)" % name)
+            return original(symbol, *args, **kwargs)
+        raise FallbackRequired("`%s` reads a tensor's value into Python (a host read); the "
+                               "forward needs the value, so it runs as Python" % name.strip("_"),
+                               user_location(), breakable=True)
+    return method
+
+
+def symbol_detach(symbol):
+    """`Symbol.detach()` (patches.py): state kept across calls, truncated backpropagation."""
+    return mx.sym.BlockGrad(symbol)
 
 
 def current():
@@ -157,14 +237,46 @@ class staging:
             trace.staging -= 1
 
 
+# Iterations allotted to the appends of a graph loop never profiled (guarded: a
+# loop that runs longer fails its guard, and the call runs as Python, profiled).
+DEFAULT_LOOP_BOUND = 64
+
+
+def loop_bound(location):
+    """The iterations a graph loop's per-step outputs are allotted: twice the most
+    its profiled runs made (a power of two), or DEFAULT_LOOP_BOUND; when exporting,
+    the export's max_iterations."""
+    trace = current()
+    if trace.export is not None:
+        if trace.export.max_iterations is None:
+            raise FallbackRequired("this loop keeps per-step outputs (values appended to a "
+                                   "list), which an exported graph bounds: give export "
+                                   "max_iterations=N", location)
+        return trace.export.max_iterations
+    seen = trace.profile.trip_counts.get(location) if trace.profile is not None else None
+    if not seen:
+        return DEFAULT_LOOP_BOUND
+    return max(DEFAULT_LOOP_BOUND, 1 << (2 * max(seen) - 1).bit_length())
+
+
+def scalar_index(symbol):
+    """`symbol` (one element) stands for a Python int in traced code."""
+    current().scalar_indices.add(symbol.name)
+    return symbol
+
+
 def add_guard(guard):
-    current().guards.append(guard)
+    """Check `guard` in the graph: at the top level, or routed out of the branch or
+    loop body being traced (effects.EffectFrame), which adds it where it ends up."""
+    trace = current()
+    (trace.effect_frames[-1].guards if trace.effect_frames else trace.guards).append(guard)
 
 
-def record(location, statement, fate):
+def record(location, statement, became, detail):
+    """Note, when a trace is in progress, what the statement at `location` became."""
     trace = current()
     if trace is not None:
-        trace.record(location, statement, fate)
+        trace.record(location, fates.Fate(statement, became, detail))
 
 
 class tracing:
@@ -180,3 +292,12 @@ class tracing:
 
     def __exit__(self, *exc):
         _local.trace = self.outer
+
+
+def _note_conditional_use(condition, names):
+    trace = current()
+    if trace is not None:
+        trace.note_conditional_use(condition, names)
+
+
+subgraph.conditional_use_listeners.append(_note_conditional_use)

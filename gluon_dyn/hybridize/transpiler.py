@@ -13,6 +13,7 @@ import importlib.util  # noqa: F401
 import malt
 from malt.core import config
 from malt.impl import api
+from mxnet import gluon
 
 from .. import origin
 from . import operators
@@ -45,13 +46,9 @@ class Transpiler(api.PyToPy):
         return transformed, module, source_map
 
 
-# Library code (MXNet itself, gluon_dyn) runs as written; only user code is converted.
-# (This module body runs once per process.)
-config.CONVERSION_RULES = (config.DoNotConvert("mxnet"), config.DoNotConvert("gluon_dyn")) + \
-    tuple(config.CONVERSION_RULES)
-operators.install()
-# malt converts callees recursively through this module-level transpiler.
-api._TRANSPILER = Transpiler()
+# Library code (MXNet itself, gluon_dyn) runs as written; only user code is converted
+# (patches.py installs these rules and the transpiler in malt).
+CONVERSION_RULES = (config.DoNotConvert("mxnet"), config.DoNotConvert("gluon_dyn"))
 
 _converted = {}
 # id(module globals) -> (module globals, names its converted functions read).
@@ -66,26 +63,9 @@ def _global_names(code):
     return names
 
 
-def global_containers():
-    """The module-level lists, dicts and sets converted code reads."""
-    return [namespace[name] for namespace, names in _global_reads.values() for name in names
-            if isinstance(namespace.get(name), (list, dict, set))]
-
-
-def global_state():
-    """Module-level values converted code reads that it may branch on: simple values,
-    and the lengths of containers."""
-    values = []
-    for namespace, names in _global_reads.values():
-        module = namespace.get("__name__", "?")
-        for name in sorted(names):
-            value = namespace.get(name)
-            # Qualified: modules may use the same name for different values.
-            if isinstance(value, (bool, int, float, str)):
-                values.append(("%s.%s" % (module, name), value))
-            elif isinstance(value, (list, dict, set)):
-                values.append(("%s.%s" % (module, name), ("len", len(value))))
-    return tuple(values)
+def global_reads():
+    """(module globals, names its converted functions read), per module."""
+    return list(_global_reads.values())
 
 
 def convert(function):
@@ -99,3 +79,43 @@ def convert(function):
 def converted_source(function):
     """The Python source malt generates for `function`, for inspection."""
     return malt.to_code(getattr(function, "__func__", function))
+
+
+def convert_block(block, function=None):
+    """Convert what `hybridize(dynamic=True)` runs for `block`; returns (the converted
+    forward, the names of the converted methods).
+
+    A plain Block's forward (or `function`, a part of it: graph_breaks.py) is
+    converted, and its plain child Blocks' forwards in place: code written for
+    NDArrays. For a HybridBlock, MXNet's own forward calls hybrid_forward with
+    Symbols while tracing: the hybrid_forward methods of the tree's user-written
+    HybridBlocks are converted in place (code written for `F`).
+    """
+    if isinstance(block, gluon.HybridBlock):
+        forward, names, method = type(block).forward.__get__(block), [], "hybrid_forward"
+        converting = _user_hybrid_blocks(block)
+    else:
+        function = function or type(block).forward
+        forward = convert(function).__get__(block)
+        names, method = ["%s.%s" % (type(block).__name__, function.__name__)], "forward"
+        converting = _plain_children(block)
+    for node in converting:
+        setattr(node, method, convert(getattr(type(node), method)).__get__(node))
+        names.append("%s.%s" % (type(node).__name__, method))
+    return forward, names
+
+
+def _user_hybrid_blocks(block):
+    """The block and its HybridBlock descendants whose hybrid_forward is user code."""
+    if type(block).hybrid_forward.__module__.split(".")[0] != "mxnet":
+        yield block
+    for child in block._children.values():
+        if isinstance(child, gluon.HybridBlock):
+            yield from _user_hybrid_blocks(child)
+
+
+def _plain_children(block):
+    for child in block._children.values():
+        if not isinstance(child, gluon.HybridBlock):
+            yield child
+            yield from _plain_children(child)

@@ -2,20 +2,20 @@
 
 A traced graph's inference calls (autograd not recording) run as a
 tvm_bridge.SegmentedGraph: the graph is split into segments TVM can compile and
-segments MXNet runs (the guards' asserts among them), each TVM segment kept only
-where it measured faster than MXNet. A plan is built after the first inference
-call with each set of input shapes (at most MAX_PLANS per graph) has run in
-MXNet with every guard holding, from that call's inputs: building runs the
-graph on them (to type the values after _cond/_while_loop, and to time the
-segments), which must not fail a guard. Training calls keep MXNet's CachedOp,
-and its backward. A graph TVM cannot serve runs in MXNet, with the reason in
-the block's report.
+segments MXNet runs, each TVM segment kept only where it measured faster than
+MXNet. A plan is built after the first inference call with each set of input
+shapes (at most MAX_PLANS per graph) has run in MXNet with every guard holding,
+from that call's inputs: building runs the graph on them (to type the values
+after _cond/_while_loop, and to time the segments), which must not be a run
+whose guards fail. Training calls keep MXNet's CachedOp, and its backward. A
+graph TVM cannot serve runs in MXNet, with the reason in the block's report.
 """
 import warnings
 
 from mxnet import autograd
 
 from ..origin import user_stacklevel
+from .capture import ParameterInput
 
 MAX_PLANS = 8
 
@@ -27,26 +27,30 @@ class TvmBackend:
         self.options = options
         self.failures = []   # why graphs (or shapes) run in MXNet instead
 
-    def plan_for(self, graph, inputs):
-        """The SegmentedGraph that runs `graph` on `inputs`, or None for MXNet."""
+    def plan_for(self, executor, inputs):
+        """The SegmentedGraph that runs `executor`'s graph on `inputs`, or None for MXNet."""
         if autograd.is_recording():
             return None
-        return graph.__dict__.get("tvm_plans", {}).get(_shapes_key(graph, inputs))
+        return executor.tvm_plans.get(_shapes_key(executor, inputs))
 
-    def after_mxnet_run(self, graph, inputs):
-        """`graph` ran in MXNet on `inputs` and its guards held: build the plan for
-        these input shapes, if none was tried yet."""
+    def after_mxnet_run(self, executor, inputs):
+        """`executor`'s graph ran in MXNet on `inputs` and its guards held: build the
+        plan for these input shapes, if none was tried yet."""
         if autograd.is_recording():
             return
-        key = _shapes_key(graph, inputs)
-        plans = graph.__dict__.setdefault("tvm_plans", {})
-        if key not in plans and len(plans) < MAX_PLANS:
-            plans[key] = self._build(graph, inputs)
+        key = _shapes_key(executor, inputs)
+        if key not in executor.tvm_plans and len(executor.tvm_plans) < MAX_PLANS:
+            executor.tvm_plans[key] = self._build(executor.capture, inputs)
 
-    def _build(self, graph, inputs):
+    def _build(self, capture, inputs):
+        symbol = capture.symbol
+        # Parameters change only when trained or set: their preparation (transposes,
+        # packing) runs then, not on every call.
+        parameters = [name for name, source in zip(symbol.list_inputs(), capture.inputs)
+                      if isinstance(source, ParameterInput)]
         try:
-            plan = self._segmented_graph(graph.symbol, graph.symbol.list_inputs(), inputs,
-                                         **self.options)
+            plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs,
+                                         parameter_names=parameters, **self.options)
             # The graph cache keys on the input shapes and dtypes the plan was built for.
             plan.check_inputs = False
             return plan
@@ -57,13 +61,14 @@ class TvmBackend:
                           stacklevel=user_stacklevel())
             return None
 
-    def report(self, graphs):
+    def report(self, executors):
         """Per cached graph, per input shapes: where each segment ran and its times."""
-        return {"plans": [plan.report() for graph in graphs
-                          for plan in graph.__dict__.get("tvm_plans", {}).values() if plan],
+        return {"plans": [plan.report() for executor in executors
+                          for plan in executor.tvm_plans.values() if plan],
                 "failures": list(self.failures)}
 
 
-def _shapes_key(graph, inputs):
+def _shapes_key(executor, inputs):
     # A graph traced for exact shapes only ever sees those: one plan, no key.
-    return None if graph.exact else tuple((array.shape, array.dtype) for array in inputs)
+    return None if executor.capture.exact else tuple((array.shape, array.dtype)
+                                                     for array in inputs)

@@ -73,6 +73,11 @@ def _cond_symbol(pred, then_func, else_func, source, name):
             return flat, []
         branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, name + "_" + branch)
     (then_count, then_fmt), (else_count, else_fmt) = branches["then"], branches["else"]
+    taken = mx.sym.cast(mx.sym.broadcast_not_equal(mx.sym.reshape(pred, shape=(1,)),
+                                                   mx.sym.zeros((1,))), dtype="float32")
+    subgraph.note_conditional_use(taken, [name for name, _ in branches["then_graph"].outer_inputs()])
+    subgraph.note_conditional_use(1 - taken,
+                                  [name for name, _ in branches["else_graph"].outer_inputs()])
     if then_fmt != else_fmt:
         raise ControlFlowError("cond: then_func returns %d outputs structured as %s but else_func "
                                "returns %d structured as %s; both branches must return the same structure"

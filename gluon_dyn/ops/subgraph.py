@@ -31,6 +31,23 @@ def note_dynamic_shape_node():
         trace_state["dynamic_shapes"] = True
 
 
+# Callables told, for each cond branch and loop body built, which outer values it
+# reads and the condition (a one-element 0/1 Symbol) under which it runs:
+# hybridize uses it to leave the gradients of parameters an untaken path reads
+# stale, as imperative MXNet does (hybridize/stale_gradients.py).
+conditional_use_listeners = []
+
+
+def note_conditional_use(condition, names):
+    """The subgraph reading outer values `names` runs only when `condition` is 1.
+    Listeners hear of top-level branches and loops only: inside another subgraph
+    `condition` is a value of that subgraph, and the enclosing branch or loop,
+    which reads the same outer values, is reported with a condition of its own."""
+    if not getattr(_open_traces, "stack", []):
+        for listener in conditional_use_listeners:
+            listener(condition, names)
+
+
 def _symbol_list(c_api_function, graph):
     count = ctypes.c_int(0)
     handles = ctypes.POINTER(SymbolHandle)()

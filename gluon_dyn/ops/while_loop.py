@@ -179,12 +179,14 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations, name):
     # carried as an unchanged loop variable: MXNet's backward leaves the gradient of
     # an ordinary closure input unwritten when the loop runs zero times.
     outer = func_graph.outer_inputs()
+    runs = mx.sym.cast(predicate(flat_vars), dtype="float32")   # the body runs at least once
+    subgraph.note_conditional_use(runs, [name for name, _ in outer])
     variables = func_graph.graph.get_internals()
     body = mx.sym.Group(list(func_graph.graph) + [mx.sym.identity(variables[name]) for name, _ in outer])
     num_carried = num_own + len(outer)
     var_locs = [func_graph.placeholder_position(i) for i in range(num_own)] + \
         [func_graph.input_names.index(name) for name, _ in outer]
-    initial = flat_vars + [mx.sym.cast(predicate(flat_vars), dtype="float32"), mx.sym.zeros((1,)),
+    initial = flat_vars + [runs, mx.sym.zeros((1,)),
                            mx.sym.ones((1,))][:num_own - num_vars] + [source for _, source in outer]
     # MXNet's _while_loop backward also leaves a loop variable's per-step gradients
     # uninitialised when that variable's own gradient is not requested, corrupting

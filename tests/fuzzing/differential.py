@@ -4,8 +4,11 @@ Both copies get the same parameters and the same calls: random batch sizes and
 values (to flip tensor branches), trip-count inputs, and `self.flag`/`self.n`
 changed between calls. Outputs, gradients (inputs and parameters) and the Python
 state the forward mutates (`count`, `state`) must agree (allclose 1e-5), call
-after call. Exceptions must agree too.
+after call; exceptions must agree in type and in the first line of the message.
+A trace stopped by an internal error is a disagreement too, even when the call
+then ran correctly as Python. Each check also says how many calls graphs served.
 """
+import dataclasses
 import importlib.util
 import os
 import random
@@ -21,6 +24,10 @@ import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
 from . import programs
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+CALLS = 6
+# The suite's short runs: two profiled calls, graphs kept even where Python is
+# faster (tiny programs), so that they exercise the graph machinery.
+SHORT_RUN_OPTIONS = dict(profile_calls=2, check_speed=False)
 
 
 def load(source):
@@ -39,12 +46,70 @@ def random_case(rng):
     return rng.randrange(10 ** 9), rng.randrange(10 ** 9)
 
 
-def calls_for(seed, count=6):
+def calls_for(seed, count=CALLS):
     rng = random.Random(seed)
     return [{"batch": rng.choice((2, 3)), "scale": rng.choice((-2.0, -0.5, 0.5, 2.0)),
              "limit": rng.randint(0, 3), "flag": rng.random() < 0.7, "n": rng.choice((1, 2)),
              "train": rng.random() < 0.6, "seed": rng.randrange(10 ** 6)}
             for _ in range(count)]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One program checked: the first disagreement (None if none) and the dynamic
+    block's report ("calls" says how each call was served)."""
+    problem: object
+    report: dict = None
+
+    @property
+    def calls_after_profiling(self):
+        return self.report["calls"]["after_profiling"] if self.report else 0
+
+    @property
+    def graph_calls(self):
+        return self.report["calls"]["graph"] if self.report else 0
+
+    @property
+    def ended_on_graph(self):
+        """The last call ran on a graph, or on graph segments around graph breaks."""
+        return bool(self.report) and self.report["calls"]["last"] in ("graph", "segments")
+
+
+def check(program, call_seed, calls=CALLS, options=None):
+    """Run `program` on the calls of `call_seed` both ways; `options` are the
+    dynamic block's hybridize options (SHORT_RUN_OPTIONS unless given; {} for
+    hybridize's defaults). A shrinking step can leave `break` outside its loop:
+    such a program is not a candidate (no problem, no report)."""
+    try:
+        cls = load(programs.render(program))
+    except SyntaxError:
+        return Outcome(None)
+    mx.random.seed(0)
+    imperative, dynamic = cls(), cls()
+    for block in (imperative, dynamic):
+        block.initialize(mx.init.Uniform(0.5))
+    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                              sorted(dynamic.collect_params().items())):
+        b.set_data(a.data())
+    dynamic.hybridize(dynamic=True, **(SHORT_RUN_OPTIONS if options is None else options))
+    problem = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for index, call in enumerate(calls_for(call_seed, calls)):
+            expected, got = _run(imperative, call), _run(dynamic, call)
+            problem = _compare(expected, got)
+            if problem:
+                problem = "call %d %s: %s" % (index, call, problem)
+                break
+    report = gluon_dyn.hybridize.report(dynamic)
+    if problem is None and report["internal_errors"]:
+        problem = "a trace stopped on an internal error: %s" % report["internal_errors"][0]
+    return Outcome(problem, report)
+
+
+def disagreement(program, call_seed):
+    """The first disagreement of `program` on the calls of `call_seed`, or None."""
+    return check(program, call_seed).problem
 
 
 def _run(block, call):
@@ -58,45 +123,16 @@ def _run(block, call):
             out = block(x, mx.nd.array([call["limit"]]))
         out.backward()
     except Exception as error:  # noqa: BLE001 - the exception itself is compared
-        # The message's last line is for the report only; types are compared.
-        return ("raised", type(error).__name__, str(error).strip().splitlines()[-1:])
+        return ("raised", type(error).__name__, str(error).strip().splitlines()[:1])
     grads = {name[len(block.prefix):]: p.grad().asnumpy() for name, p in
              block.collect_params().items()}
-    return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy())
-
-
-def disagreement(program, call_seed, reports=None):
-    """None if the two runs agree on every call, else a description of the first difference.
-    (A shrinking step can leave `break` outside its loop: such a program is not a candidate.)
-    The dynamic block's report is appended to `reports` if given."""
-    try:
-        cls = load(programs.render(program))
-    except SyntaxError:
-        return None
-    mx.random.seed(0)
-    imperative, dynamic = cls(), cls()
-    for block in (imperative, dynamic):
-        block.initialize(mx.init.Uniform(0.5))
-    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
-                              sorted(dynamic.collect_params().items())):
-        b.set_data(a.data())
-    # Tiny programs: keep their graphs even where Python would be faster.
-    dynamic.hybridize(dynamic=True, profile_calls=2, check_speed=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for index, call in enumerate(calls_for(call_seed)):
-            expected, got = _run(imperative, call), _run(dynamic, call)
-            problem = _compare(expected, got)
-            if problem:
-                return "call %d %s: %s" % (index, call, problem)
-    if reports is not None:
-        reports.append(gluon_dyn.hybridize.report(dynamic))
-    return None
+    return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy(),
+            block.total)
 
 
 def _compare(expected, got):
     if expected[0] != got[0] or expected[0] == "raised":
-        return None if expected[:2] == got[:2] else "imperative %s, dynamic %s" % (
+        return None if expected == got else "imperative %s, dynamic %s" % (
             expected[:3] if expected[0] == "raised" else expected[:2],
             got[:3] if got[0] == "raised" else got[:2])
     names = ("output", "input gradient")
@@ -111,7 +147,36 @@ def _compare(expected, got):
         return "self.count: imperative %s, dynamic %s" % (expected[4], got[4])
     if not np.allclose(expected[5], got[5], **TOLERANCE):
         return "self.state differs"
+    if not np.isclose(expected[6], got[6], **TOLERANCE):
+        return "self.total: imperative %s, dynamic %s" % (expected[6], got[6])
     return None
+
+
+class Coverage:
+    """What a run of checks covered: programs, disagreements, and how much ran on graphs."""
+
+    def __init__(self):
+        self.programs = self.disagreed = self.ended_on_graph = 0
+        self.calls_after_profiling = self.graph_calls = 0
+
+    def add(self, outcome):
+        self.programs += 1
+        self.disagreed += outcome.problem is not None
+        self.ended_on_graph += outcome.ended_on_graph
+        self.calls_after_profiling += outcome.calls_after_profiling
+        self.graph_calls += outcome.graph_calls
+
+    @property
+    def program_share(self):
+        return self.ended_on_graph / self.programs if self.programs else 0.0
+
+    @property
+    def call_share(self):
+        return self.graph_calls / self.calls_after_profiling if self.calls_after_profiling else 0.0
+
+    def summary(self):
+        return "%.0f%% of programs and %.0f%% of calls after profiling on graphs, %d disagreed" % (
+            100 * self.program_share, 100 * self.call_share, self.disagreed)
 
 
 def shrink(program, call_seed):

@@ -35,6 +35,7 @@ class Program(gluon.{base}):
         self.flag = True
         self.n = 2
         self.count = 0
+        self.total = 0.0
         self.state = mx.nd.zeros((1, 4))
 
     def {method}:
@@ -56,16 +57,30 @@ ASSIGN_FORMS = (
 )
 
 class Generator:
-    """Random statements; `rng` decides everything, so a seed reproduces a program."""
+    """Random statements; `rng` decides everything, so a seed reproduces a program.
+    With `breaks`, Blocks also read values to the host in the middle of graph code
+    (a Python `if` on a read value, a metric kept on self): graph breaks."""
 
-    def __init__(self, rng):
-        self.rng = rng
+    def __init__(self, rng, breaks=False):
+        self.rng, self.breaks = rng, breaks
 
     def program(self):
-        return Program(self.rng.random() < 0.3,
-                       [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))])
+        hybrid = self.rng.random() < 0.3 and not self.breaks
+        body = [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))]
+        if self.breaks:   # at least one read, somewhere in the forward's top level
+            body.insert(self.rng.randint(0, len(body)), self.host_read(0, in_loop=False))
+        return Program(hybrid, body)
+
+    def host_read(self, depth, in_loop):
+        value = self.rng.choice(TENSORS)
+        if depth >= MAX_DEPTH or self.rng.random() < 0.5:
+            return ("metric", value)
+        return ("host_if", value, round(self.rng.uniform(-2, 2), 2),
+                self.block(depth + 1, in_loop), self.block(depth + 1, in_loop))
 
     def statement(self, depth, in_loop):
+        if self.breaks and self.rng.random() < 0.1:
+            return self.host_read(depth, in_loop)
         choices = ["assign", "assign", "assign", "helper", "append", "state"]
         if depth < MAX_DEPTH:
             choices += ["if_tensor", "if_tensor", "if_python", "while", "for_range", "for_rows"]
@@ -157,6 +172,14 @@ def _render(statement, level, lines, loop_depth):
         _render_block(body, level + 1, lines, loop_depth)
         lines.append(pad + "else:")
         _render_block(orelse, level + 1, lines, loop_depth)
+    elif kind == "metric":
+        lines.append(pad + "self.total += float({F}.mean(%s).asscalar())" % statement[1])
+    elif kind == "host_if":
+        _, value, c, body, orelse = statement
+        lines.append(pad + "if float({F}.sum(%s).asscalar()) > %s:" % (value, c))
+        _render_block(body, level + 1, lines, loop_depth)
+        lines.append(pad + "else:")
+        _render_block(orelse, level + 1, lines, loop_depth)
     elif kind == "if_python":
         _, body, orelse = statement
         lines.append(pad + "if self.flag:")
@@ -181,8 +204,8 @@ def _render(statement, level, lines, loop_depth):
         _render_block(body, level + 1, lines, loop_depth + 1)
 
 
-def generate(seed):
-    return Generator(random.Random(seed)).program()
+def generate(seed, breaks=False):
+    return Generator(random.Random(seed), breaks).program()
 
 
 def shrink_candidates(program):

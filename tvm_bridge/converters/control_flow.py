@@ -1,10 +1,13 @@
-"""MXNet's control-flow nodes: _foreach unrolls; _while_loop and _cond stay in MXNet."""
+"""MXNet's control-flow nodes: _foreach unrolls; _cond becomes a relax.If whose
+branches run on TVM; _while_loop stays in MXNet."""
+import tvm_ffi
+from tvm import relax
 from tvm.relax import op as R
 
 from .attrs import attr_int, attr_tuple
 from .registry import Unsupported, register
 from .slicing import equal_parts
-from .tensor_info import shape_of
+from .tensor_info import dtype_of, product, shape_of
 
 
 def _locs(node, key):
@@ -56,7 +59,33 @@ def convert_foreach(ctx, node, args):
     return stacked + states
 
 
-@register("_while_loop", "_cond")
-def convert_data_dependent(ctx, node, args):
-    """MXNet _while_loop/_cond: which body runs depends on data, so they stay in MXNet."""
+@register("_cond")
+def convert_cond(ctx, node, args):
+    """MXNet _cond: the predicate graph, then a relax.If whose branches are the
+    then/else graphs (each reads the inputs its locs name). Only the taken branch
+    runs. Both branches must convert and give the same types, as MXNet requires."""
+    predicate_graph, then_graph, else_graph = node.subgraphs
+
+    def inputs_of(key):
+        return [args[k] for k in _locs(node, key)]
+
+    (predicate,) = ctx.emit_graph(predicate_graph, inputs_of("cond_input_locs"))
+    if product(shape_of(predicate)) != 1:
+        raise Unsupported("the predicate has shape %s, not one element" % shape_of(predicate))
+    # MXNet takes a branch on a nonzero predicate.
+    flag = ctx.emit(R.not_equal(ctx.emit(R.reshape(predicate, ())),
+                                relax.const(0, dtype_of(predicate))))
+    branches = [ctx.emit_branch(graph, inputs_of(key)) for graph, key in
+                ((then_graph, "then_input_locs"), (else_graph, "else_input_locs"))]
+    then_types, else_types = (branch.body.ty for branch in branches)
+    if not tvm_ffi.structural_equal(then_types, else_types):
+        raise Unsupported("the branches give different types: %s and %s"
+                          % (then_types, else_types))
+    chosen = ctx.emit(relax.If(flag, *branches))
+    return [ctx.emit(relax.TupleGetItem(chosen, k)) for k in range(node.num_outputs)]
+
+
+@register("_while_loop")
+def convert_while_loop(ctx, node, args):
+    """MXNet _while_loop: its trip count depends on data, so it stays in MXNet."""
     raise Unsupported("%s is data-dependent control flow" % node.op)

@@ -1,10 +1,10 @@
-"""gluon_dyn's versions of the malt runtime operators that converted code calls."""
-import malt.operators
-
+"""gluon_dyn's versions of the malt runtime operators that converted code calls
+(patches.py puts them in place of malt's)."""
 from . import calls
 from .arithmetic import augmented_assign, binary_op
-from .control_flow import for_stmt, if_exp, if_stmt, while_stmt
+from .conditionals import if_exp, if_stmt
 from .logical import and_, not_, or_
+from .loops import for_stmt, while_stmt
 from .subscripts import get_item
 
 OVERRIDES = {"if_stmt": if_stmt, "while_stmt": while_stmt, "for_stmt": for_stmt, "if_exp": if_exp,
@@ -13,8 +13,3 @@ OVERRIDES = {"if_stmt": if_stmt, "while_stmt": while_stmt, "for_stmt": for_stmt,
              "entered_context": calls.entered_context,
              "binary_op": binary_op}
 
-
-def install():
-    """Make converted code call these operators (malt copies malt.operators into `ag__`)."""
-    for name, operator in OVERRIDES.items():
-        setattr(malt.operators, name, operator)

@@ -11,9 +11,11 @@ from malt.impl import api
 from malt.operators import variables
 
 from ... import ops
-from .. import tracing
+from .. import effects, symbolic_shapes, tracing
 from ...origin import caller_location
-from .control_flow import TensorRange
+from . import consumers
+from ..symbolic_shapes import SymbolicDim
+from .loops import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
                (mx.nd.linalg, mx.sym.linalg), (mx.nd.op, mx.sym.op), (mx.nd.sparse, mx.sym.sparse)]
@@ -33,7 +35,8 @@ _UNREPLAYABLE = {id(print): "print() must run on every call"}
 def _refuse_while_tracing(function):
     def guarded(*args, **kwargs):
         if tracing.current() is not None:
-            raise tracing.FallbackRequired(_UNREPLAYABLE[id(function)], caller_location())
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(function)], caller_location(),
+                                           breakable=True)
         return function(*args, **kwargs)
     return guarded
 
@@ -50,24 +53,31 @@ def _as_symbol(value, trace):
     return trace.capture(value) if isinstance(value, mx.nd.NDArray) else value
 
 
+_APPENDS = {"append", "extend"}   # kept in the graph under tensor control flow (effects.py)
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
              "add", "discard", "popitem", "sort", "reverse", "__setitem__", "__delitem__"}
 
 
 def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
-    if f is range and any(isinstance(a, mx.sym.Symbol) for a in args):
-        return TensorRange(*args)
+    if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
+        return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
     if trace is not None and trace.staging and _mutates_container(f):
-        raise tracing.FallbackRequired(
-            "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends on "
-            "a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
+        if not (isinstance(f.__self__, list) and f.__name__ in _APPENDS and trace.effect_frames):
+            raise tracing.FallbackRequired(
+                "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends "
+                "on a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
+        effects.note_append(f.__self__)
     if trace is not None:
         if id(f) in _UNREPLAYABLE:
-            raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
+            raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location(), breakable=True)
         if id(f) in _symbolic:
             f = _symbolic[id(f)]
             args, kwargs = _captured(args, kwargs, trace)
+        if consumers.holds_markers(args):
+            return consumers.consume(f, args, kwargs)
+        if symbolic_shapes.holds_dims(list(args) + list((kwargs or {}).values())):
+            return symbolic_shapes.call_with_dims(f, args, kwargs)
         elif trace.ndarray_code and _has_symbol(list(args) + list((kwargs or {}).values())):
             # Mixing arrays made outside converted code (a cell's begin_state) with
             # traced values: the arrays become graph inputs. They are functions of the
@@ -99,5 +109,6 @@ def entered_context(manager):
     """A context manager about to be entered by converted code."""
     if tracing.current() is not None:
         raise tracing.FallbackRequired("`with %s` enters and exits a context manager on every call"
-                                       % type(manager).__name__, caller_location())
+                                       % type(manager).__name__, caller_location(),
+                                       breakable=True)
     return manager

@@ -6,16 +6,14 @@ an output.
 """
 import mxnet as mx
 
-from .. import tracing
-
-
-def is_symbol(value):
-    return isinstance(value, mx.sym.Symbol)
+from .. import effects, tracing
+from .values import is_symbol
 
 
 def get_item(target, key):
     trace = tracing.current()
     if not is_symbol(target) or trace is None or len(target.list_outputs()) > 1:
+        effects.refuse_markers(target, "indexed")
         return target[key]
     key_parts = key if isinstance(key, tuple) else (key,)
     if not trace.ndarray_code:
@@ -25,9 +23,13 @@ def get_item(target, key):
             return target[key]
         return _slices_without_shape(target, key_parts)
     if is_symbol(key):
-        return mx.sym.take(target, key, axis=0)
+        rows = mx.sym.take(target, key, axis=0)
+        if key.name not in trace.scalar_indices:
+            return rows
+        # An int-like index drops axis 0 (merged into the next); a 1-D row stays (1,).
+        return mx.sym.reshape(rows, shape=(-3, -2)) if _rank(target) > 1 else rows
     try:
-        shape = target.shape
+        shape = tracing.static_shape(target)
     except AttributeError:  # a shape only known at run time (after a cond)
         return _slices_without_shape(target, key_parts)
     if isinstance(key, int):
@@ -35,14 +37,20 @@ def get_item(target, key):
     return _index_like_ndarray(target, key_parts, shape)
 
 
+def _rank(symbol):
+    """The number of dimensions of `symbol` (sizes may be unknown, ranks are not)."""
+    return len(tracing.current().inferred_shape(symbol))
+
+
 def _slices_without_shape(target, key):
     """`x[1:, 0, ::2]` from the key alone (no bounds check: the shape is unknown)."""
     begin, end, step, dropped = [], [], [], []
     for axis, index in enumerate(key):
         if isinstance(index, slice):
-            begin.append(index.start)
-            end.append(index.stop)
-            step.append(index.step)
+            # int(): a size read from a shape (export) cannot be a slice bound.
+            begin.append(None if index.start is None else int(index.start))
+            end.append(None if index.stop is None else int(index.stop))
+            step.append(None if index.step is None else int(index.step))
         else:
             position = int(index)
             begin.append(position)

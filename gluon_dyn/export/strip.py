@@ -1,19 +1,18 @@
-"""Export: graphs in MXNet's own JSON format that load where only MXNet is installed.
+"""Exported graphs without gluon_dyn's training-only nodes.
 
 `gluon_dyn_grad_tie` nodes exist only to make MXNet request gradients during
 training (see ops/while_loop.py); they compute the identity. Export removes them,
 inside nested control-flow subgraphs too, so an exported model needs neither
 gluon_dyn nor its C++ library; gluon_dyn's own node attributes (source lines)
-are dropped as well. `HybridBlock.export` is wrapped to do this.
+are dropped as well.
 """
-import functools
 import json
 
-from mxnet import gluon
+import mxnet as mx
 
-from .graph_json import load_symbol
+from ..graph_json import load_symbol
+from ..native import TRAINING_ONLY_OPS
 
-TRAINING_ONLY_OPS = ("gluon_dyn_grad_tie",)
 _OWN_ATTR = "__gluon_dyn"
 
 
@@ -92,21 +91,11 @@ def _num_outputs(graph, nid):
 
 
 def strip_symbol_file(path):
-    with open(path) as f:
-        graph = json.load(f)
-    with open(path, "w") as f:
-        json.dump(strip_training_ops(graph), f, indent=2)
+    """Rewrite an exported symbol file without training-only nodes."""
+    save_symbol(mx.sym.load(path), path)
 
 
-def _export_without_training_ops(export):
-    @functools.wraps(export)
-    def wrapper(self, path, epoch=0, remove_amp_cast=True):
-        result = export(self, path, epoch, remove_amp_cast)
-        strip_symbol_file("%s-symbol.json" % path)
-        return result
-    wrapper.gluon_dyn_wrapped = True
-    return wrapper
-
-
-if not getattr(gluon.HybridBlock.export, "gluon_dyn_wrapped", False):
-    gluon.HybridBlock.export = _export_without_training_ops(gluon.HybridBlock.export)
+def save_symbol(symbol, path, remove_amp_cast=True):
+    """Write `symbol` to `path` in MXNet's JSON format, without training-only nodes."""
+    load_symbol(strip_training_ops(json.loads(symbol.tojson()))).save(
+        path, remove_amp_cast=remove_amp_cast)

@@ -1,0 +1,137 @@
+"""The command line and loop every training script shares.
+
+A script defines its models as plain Gluon Blocks and a `Training` (which
+blocks and trainers it has, one step, the evaluation, one inference call);
+`main` parses the
+common flags, sets up the workers, resumes from a checkpoint, runs the steps
+with a progress bar, checkpoints, evaluates, and draws the loss curve.
+"""
+import argparse
+import os
+import time
+
+import mxnet as mx
+import numpy as np
+
+import gluon_dyn
+
+from . import checkpoint, plot
+from .progress import ProgressBar
+from .workers import Workers
+
+
+class Training:
+    """What a script provides. `blocks` and `trainers` are dicts by name (saved in
+    checkpoints); `carried()` / `carry(arrays)` get and set arrays kept from step
+    to step (a dict of NDArrays); `step(index, rng)` trains on one global batch
+    (this worker's share of it) and returns (sum of the per-sample losses, samples)
+    of this worker; `evaluate()` returns the final metrics (a dict); `infer(rng)`
+    makes one inference call on fresh inputs and returns (its output, the number
+    of samples it served), for benchmarks."""
+    blocks, trainers = {}, {}
+
+    def carried(self):
+        return {}
+
+    def carry(self, arrays):
+        if arrays:
+            raise ValueError("the checkpoint holds arrays %s that this run does not carry"
+                             % sorted(arrays))
+
+    def step(self, index, rng):
+        raise NotImplementedError
+
+    def evaluate(self):
+        raise NotImplementedError
+
+    def infer(self, rng):
+        raise NotImplementedError
+
+
+def parse_args(script, argv):
+    """The common flags, the script's own (its `add_arguments(parser)`), and its
+    DEFAULTS for steps, batch size and learning rate."""
+    name, defaults = script.NAME, script.DEFAULTS
+    parser = argparse.ArgumentParser(prog=name, description=script.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dynamic", action="store_true",
+                        help="run the models with hybridize(dynamic=True)")
+    parser.add_argument("--backend", choices=["mxnet", "tvm"], default="mxnet",
+                        help="with --dynamic: run inference calls on TVM where faster")
+    parser.add_argument("--steps", type=int, default=defaults["steps"])
+    parser.add_argument("--batch-size", type=int, default=defaults["batch_size"],
+                        help="global batch: each of N Horovod workers takes 1/N of it")
+    parser.add_argument("--lr", type=float, default=defaults["lr"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint", help="directory for checkpoints")
+    parser.add_argument("--checkpoint-every", type=int, default=100, help="steps")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the checkpoint in --checkpoint")
+    parser.add_argument("--plot", help="loss-curve PNG (default: %s-loss.png)" % name)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (the final line still prints)")
+    getattr(script, "add_arguments", lambda parser: None)(parser)
+    args = parser.parse_args(argv)
+    if args.resume and not args.checkpoint:
+        parser.error("--resume needs --checkpoint DIR")
+    if args.steps < 0 or args.batch_size < 1 or args.checkpoint_every < 1:
+        parser.error("--steps must be >= 0, --batch-size and --checkpoint-every >= 1")
+    return args
+
+
+def step_seed(args, index, rank):
+    """Seeds that depend only on the step (and the worker): a resumed run draws
+    what the uninterrupted run drew."""
+    return (args.seed * 1000003 + index * 7919 + rank) % (2 ** 31)
+
+
+def main(script, argv=None):
+    """Runs a training script (a module with NAME, DEFAULTS, TRAINING, and
+    optionally add_arguments); returns a dict: per-step losses (mean per sample
+    over all workers), metrics, final parameters (numpy, by block), throughput
+    (samples/s after warm-up, all workers), gluon_dyn's reports (dynamic runs)."""
+    args = parse_args(script, argv)
+    name = script.NAME
+    workers = Workers()
+    training = script.TRAINING(args, workers)
+    first, losses = 0, []
+    if args.resume:
+        first, losses, arrays = checkpoint.load(args.checkpoint, training.blocks,
+                                                training.trainers)
+        training.carry(arrays)
+    chief = workers.rank == 0
+    bar = ProgressBar(name + (" (dynamic)" if args.dynamic else ""), args.steps, first,
+                      enabled=chief and not args.quiet)
+    started = time.perf_counter()
+    for index in range(first, args.steps):
+        seed = step_seed(args, index, workers.rank)
+        mx.random.seed(seed)
+        loss_sum, samples = training.step(index, np.random.RandomState(seed))
+        loss_sum, samples = workers.total(loss_sum, samples)
+        losses.append(loss_sum / samples)
+        bar.update(samples, losses[-1])
+        if args.checkpoint and chief and ((index + 1) % args.checkpoint_every == 0
+                                          or index + 1 == args.steps):
+            checkpoint.save(args.checkpoint, index + 1, losses, training.blocks,
+                            training.trainers, training.carried())
+    bar.close()
+    seconds, throughput = time.perf_counter() - started, bar.throughput()
+    metrics = training.evaluate()
+    result = {"losses": losses, "metrics": metrics, "throughput": throughput,
+              "seconds": seconds,
+              "params": {block_name: {key: p.data().asnumpy() for key, p in
+                                      block._collect_params_with_prefix().items()}
+                         for block_name, block in training.blocks.items()},
+              "reports": {block_name: gluon_dyn.hybridize.report(block)
+                          for block_name, block in training.blocks.items() if args.dynamic}}
+    if chief:
+        if losses:
+            path = args.plot or "%s-loss.png" % name
+            plot.loss_curve(path, losses, "%s%s, %d steps" % (
+                name, " (dynamic)" if args.dynamic else "", len(losses)))
+            result["plot"] = os.path.abspath(path)
+        print("%s: %s; %s samples/s%s" % (
+            name, ", ".join("%s %.4g" % item for item in metrics.items()),
+            "%.1f" % result["throughput"] if result["throughput"] else "-",
+            "; loss curve " + result["plot"] if "plot" in result else ""))
+    workers.shutdown()
+    return result

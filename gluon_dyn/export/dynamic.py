@@ -1,0 +1,51 @@
+"""`export` of a block hybridized with dynamic=True: its general graph, in MXNet's files.
+
+The forward is traced once more on the latest call's arguments, but nothing is
+speculated and no size is fixed (capture.ExportOptions): Python control flow on
+tensors becomes `_cond` / `_while_loop` nodes, sizes read from shapes are computed
+by the graph (symbolic_shapes.py), Python values take their values now. The graph
+has no guards, so it serves every input the forward accepts.
+
+Files: `path-symbol.json` and `path-%04d.params` (epoch), as MXNet's export writes
+them. Inputs: `data` (one argument array) or `data0`, `data1`, ... in argument
+order, then the arrays and numbers kept on blocks that the forward reads (named
+after the attribute: `state0`, `state1` for `self.state = [h, c]`, `count` for a
+number); parameters and constants are in the params file. Outputs: the forward's,
+then the new values of the kept arrays and numbers it assigns, in that order.
+"""
+import mxnet as mx
+
+from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
+                                 ParameterInput)
+from ..hybridize.dynamic import runner_of
+from .strip import save_symbol
+
+
+def export_block(block, path, epoch, remove_amp_cast, max_iterations):
+    """Write the files; returns the names of the inputs a caller feeds, in order."""
+    if max_iterations is not None and (isinstance(max_iterations, bool) or
+                                       not isinstance(max_iterations, int) or max_iterations < 1):
+        raise ValueError("export(max_iterations=%r): a positive int bounds the loops that keep "
+                         "per-step outputs" % (max_iterations,))
+    capture = runner_of(block).export_capture(ExportOptions(max_iterations))
+    if capture.guards:
+        raise ExportError("internal: the exported graph has guards (%s)" % capture.guards[0])
+    symbol_file = "%s-symbol.json" % path
+    save_symbol(capture.symbol, symbol_file, remove_amp_cast)
+    saved = mx.sym.load(symbol_file)
+    arguments, auxiliary = set(saved.list_arguments()), set(saved.list_auxiliary_states())
+    params, fed = {}, []
+    for position, (name, source) in enumerate(zip(capture.symbol.list_inputs(), capture.inputs)):
+        if name not in arguments and name not in auxiliary:
+            continue   # read only by the nodes export removed
+        if isinstance(source, ParameterInput):
+            value = source.parameter.data()
+        elif isinstance(source, CapturedInput):
+            value = source.array
+        else:   # the arguments first, in their order; then what is kept on blocks
+            fed.append(((0, source.index) if isinstance(source, ArgumentInput) else (1, position),
+                        name))
+            continue
+        params["%s:%s" % ("aux" if name in auxiliary else "arg", name)] = value
+    mx.nd.save("%s-%04d.params" % (path, epoch), params)
+    return [name for _, name in sorted(fed)]

@@ -1,0 +1,79 @@
+"""What a traced forward returns, as graph outputs and back.
+
+The return value may nest lists, tuples (named ones too) and dicts of arrays and
+Python values. Its Symbols become the graph's outputs and a template keeps the rest:
+Python values, and arrays made outside the graph (constants it captured), as they
+are. Elements appended to a list under a branch or loop on a tensor (effects.py)
+come out with their presence flags, and the list is rebuilt with the elements the
+run produced: how many there are is read from the graph's outputs.
+"""
+import mxnet as mx
+
+from . import effects, tracing
+from .python_state import NUMBER_TYPES
+
+_PYTHON_VALUES = NUMBER_TYPES + (str, type(None), mx.nd.NDArray)
+
+
+class _Output(int):
+    """In a template: the position of a graph output."""
+
+
+class _Present:
+    """In a template's list: an element appended under a branch on a tensor (its
+    value's and flag's output positions), or the rows a graph loop appended (its
+    stacked values' and validity flags' positions)."""
+
+    def __init__(self, rows, value, flags):
+        self.rows, self.value, self.flags = rows, value, flags
+
+    def elements(self, results):
+        flags = results[self.flags].asnumpy().reshape(-1)
+        value = results[self.value]
+        if not self.rows:
+            return [value] if flags[0] else []
+        return [value[int(row)] for row in flags.nonzero()[0]]
+
+
+def outputs_of(out, where):
+    """(the Symbols `out` holds, the template rebuild_outputs takes)."""
+    symbols = []
+
+    def output(symbol):
+        symbols.append(symbol)
+        return _Output(len(symbols) - 1)
+
+    def template(value):
+        if isinstance(value, mx.sym.Symbol):
+            return output(value)
+        if isinstance(value, effects.Conditional) and isinstance(value.value, mx.sym.Symbol):
+            return _Present(False, output(value.value), output(value.present))
+        if isinstance(value, effects.Rows):
+            return _Present(True, output(value.stacked), output(value.valid))
+        if isinstance(value, (list, tuple)):
+            items = [template(item) for item in value]
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if isinstance(value, dict):
+            return {key: template(item) for key, item in value.items()}
+        if isinstance(value, _PYTHON_VALUES):
+            return value
+        raise tracing.FallbackRequired("the forward returns a %s, not arrays and Python values"
+                                       % type(value).__name__, where)
+    return symbols, template(out)
+
+
+def rebuild_outputs(template, results):
+    """The forward's return value from a template and the graph's outputs."""
+    if isinstance(template, _Output):
+        return results[template]
+    if isinstance(template, (list, tuple)):
+        items = []
+        for item in template:
+            if isinstance(item, _Present):
+                items += item.elements(results)
+            else:
+                items.append(rebuild_outputs(item, results))
+        return type(template)(*items) if hasattr(template, "_fields") else type(template)(items)
+    if isinstance(template, dict):
+        return {key: rebuild_outputs(item, results) for key, item in template.items()}
+    return template

@@ -1,0 +1,45 @@
+"""How each call of a dynamic block was served: the measure of how much of a
+program really runs on graphs (the report's "calls", the fuzzer's coverage)."""
+import collections
+import enum
+
+
+class Served(enum.Enum):
+    PROFILING = "profiled: run as written while tensor predicates are recorded"
+    GRAPH = "a graph"
+    GUARD_FAILED = "as written: a guard failed in the graph's run"
+    SPEED_CHECK = "as written: timed against the graph, or measured faster than it"
+    FALLBACK = "as written: the block runs as Python"
+    RAISED = "as written: the trace stopped on an error the program raises"
+    SEGMENTS = "graph segments around statements that run as Python (graph breaks)"
+    SEGMENTS_IN_PYTHON = "graph segments around graph breaks, some of which ran as Python"
+
+    @property
+    def on_graph(self):
+        return self in (Served.GRAPH, Served.SEGMENTS)
+
+
+class CallCounts:
+    def __init__(self):
+        self.counts = collections.Counter()
+        self.last = None
+
+    def note(self, served):
+        self.counts[served] += 1
+        self.last = served
+
+    @property
+    def total(self):
+        return sum(self.counts.values())
+
+    def report(self):
+        """{"total", "graph" (calls on graphs, or on graph segments around graph
+        breaks), "after_profiling", "graph_share_after_profiling", "last", and a count
+        per way of serving}: shares are fractions (None before any call)."""
+        after = self.total - self.counts[Served.PROFILING]
+        on_graphs = sum(count for served, count in self.counts.items() if served.on_graph)
+        return {"total": self.total, "graph": on_graphs,
+                "after_profiling": after,
+                "graph_share_after_profiling": on_graphs / after if after else None,
+                "last": self.last.name.lower() if self.last else None,
+                "by_kind": {served.name.lower(): self.counts[served] for served in Served}}

@@ -1,0 +1,80 @@
+"""Every change gluon_dyn makes to MXNet and malt at import, and why. Applied once
+per process by `import gluon_dyn` (re-importing changes nothing).
+
+MXNet Gluon:
+- `Block.hybridize`, `HybridBlock.hybridize`: take `dynamic=True` and the options
+  of the dynamic mode (hybridize/dynamic.py); without it they are MXNet's own.
+- `HybridBlock.export`, and `Block.export` (MXNet has none): a block hybridized
+  with dynamic=True exports its general graph, taking `max_iterations`; other
+  HybridBlocks keep MXNet's export without gluon_dyn's training-only nodes, so
+  exported models need neither gluon_dyn nor its C++ library (export/).
+- `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
+  the input shapes are first known, naming the cond's file:line (block_checks.py).
+- `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
+  shapes and detaches state; while a forward is traced on Symbols these answer as
+  NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+- `autograd.backward`, `NDArray.backward`: afterwards, parameters that graphs read
+  only on paths that did not run are marked stale, as imperative MXNet leaves them
+  (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises.
+- `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
+  `__bool__`: while tracing, a host read names itself and its line and the forward
+  runs as Python; outside a trace they do what they did (tracing.HOST_READS).
+
+malt (diastatic-malt, AutoGraph's standalone fork):
+- its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
+  replaced by gluon_dyn's (hybridize/operators/), which build graph operators for
+  tensor predicates and keep Python semantics otherwise;
+- its conversion rules leave MXNet and gluon_dyn unconverted, and its module-level
+  transpiler, which converts callees recursively, becomes gluon_dyn's
+  (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own).
+
+Horovod:
+- `horovod.mxnet.DistributedTrainer._allreduce_grads`, when horovod.mxnet is
+  imported (before or after gluon_dyn): workers agree on which gradients are
+  fresh before averaging, so a step follows one process's stale-gradient rules
+  (horovod_trainer.py).
+"""
+import malt.operators
+import mxnet as mx
+from malt.core import config
+from malt.impl import api
+from mxnet import gluon
+
+from . import block_checks, export, horovod_trainer
+from .hybridize import dynamic, operators, stale_gradients, tracing, transpiler
+
+_APPLIED = "__gluon_dyn_patched__"
+
+
+def _wrap(owner, name, wrapper):
+    original = getattr(owner, name)
+    if not getattr(original, _APPLIED, False):
+        wrapped = wrapper(original)
+        setattr(wrapped, _APPLIED, True)
+        setattr(owner, name, wrapped)
+
+
+def apply():
+    for block_class in (gluon.Block, gluon.HybridBlock):
+        _wrap(block_class, "hybridize", dynamic.with_dynamic)
+    _wrap(gluon.HybridBlock, "export", export.with_dynamic_export)
+    if not hasattr(gluon.Block, "export"):
+        gluon.Block.export = export.block_export
+    _wrap(gluon.HybridBlock, "_build_cache", block_checks.check_after_build)
+    mx.sym.Symbol.shape = property(tracing.symbol_shape)
+    mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
+    mx.sym.Symbol.detach = tracing.symbol_detach
+    _wrap(mx.autograd, "backward", stale_gradients.wrapping_backward)
+    _wrap(mx.nd.NDArray, "backward", stale_gradients.wrapping_backward)
+    for name in tracing.HOST_READS:
+        original = getattr(mx.sym.Symbol, name, None)
+        if not getattr(original, _APPLIED, False):
+            method = tracing.refusing_host_read(name, original)
+            setattr(method, _APPLIED, True)
+            setattr(mx.sym.Symbol, name, method)
+    for name, operator in operators.OVERRIDES.items():
+        setattr(malt.operators, name, operator)
+    horovod_trainer.install()
+    if not isinstance(api._TRANSPILER, transpiler.Transpiler):
+        config.CONVERSION_RULES = transpiler.CONVERSION_RULES + tuple(config.CONVERSION_RULES)
+        api._TRANSPILER = transpiler.Transpiler()

@@ -1,0 +1,149 @@
+"""Graph breaks: a forward with host reads or `print` in the middle runs as graph
+segments around them. Outputs, gradients and Python state equal the imperative
+program's; the segments serve the calls; a statement that must run as Python runs
+exactly once per call, even when a later segment's guard fails."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_dyn
+from conftest import nd
+
+READS = []   # what the breaking statements saw, call after call
+
+
+class Monitored(gluon.Block):
+    """Dense layers around a host read deciding a branch, and a running metric."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.first = gluon.nn.Dense(4, in_units=4)
+            self.second = gluon.nn.Dense(3, in_units=4)
+        self.total = 0.0
+
+    def forward(self, x):
+        h = mx.nd.tanh(self.first(x)) * 2
+        if h.sum().asscalar() > 0:
+            h = h + 1
+        READS.append(float(h.mean().asscalar()))
+        self.total += READS[-1]
+        y = self.second(h)
+        if mx.nd.sum(y) > 0:      # a tensor branch after the breaks: speculated, guarded
+            y = y * 3
+        return y
+
+
+def twins(cls):
+    mx.random.seed(0)
+    blocks = [cls(), cls()]
+    for block in blocks:
+        block.initialize(mx.init.Uniform(0.5))
+    for (_, a), (_, b) in zip(sorted(blocks[0].collect_params().items()),
+                              sorted(blocks[1].collect_params().items())):
+        b.set_data(a.data())
+    blocks[1].hybridize(dynamic=True, check_speed=False)
+    return blocks
+
+
+def run(block, x):
+    x = x.copy()
+    x.attach_grad()
+    block.collect_params().zero_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with autograd.record():
+            out = block(x)
+        out.backward()
+    grads = [p.grad().asnumpy() for _, p in sorted(block.collect_params().items())]
+    return [out.asnumpy(), x.grad.asnumpy()] + grads
+
+
+def assert_same(got, expected):
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_host_reads_in_the_middle_run_between_graph_segments():
+    imperative, dynamic = twins(Monitored)
+    rng = np.random.RandomState(0)
+    for call in range(12):
+        x = nd(rng.rand(2, 4) * (1 if call % 4 else -1))
+        READS.clear()
+        expected = run(imperative, x)
+        imperative_reads = list(READS)
+        READS.clear()
+        assert_same(run(dynamic, x), expected)
+        assert READS == imperative_reads            # once per call, same values
+        # A float kept on the block and changed by graphs is float32 there.
+        np.testing.assert_allclose(dynamic.total, imperative.total, rtol=1e-5)
+        if call >= 3:   # a segment whose guard fails runs as Python: "segments_in_python"
+            assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"].startswith("segments")
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None
+    breaks = report["graph_segments"]["graph_breaks"]
+    assert breaks[0]["at"].endswith("test_graph_breaks.py:%d" % (
+        Monitored.forward.__code__.co_firstlineno + 2)) and "host read" in breaks[0]["why"]
+    # The segment after the first break breaks again (the metric): three segments.
+    (first, rest) = report["graph_segments"]["segments"]
+    assert first["calls"]["graph"] > 0 and rest["graph_segments"]["segments"]
+    assert report["calls"]["by_kind"]["segments"] >= 7
+
+
+class Printing(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(2, in_units=2)
+
+    def forward(self, x):
+        h = self.dense(x) * 2
+        print("step", h.shape)
+        return mx.nd.relu(h) + 1
+
+
+def test_print_runs_every_call_between_segments(capsys):
+    imperative, dynamic = twins(Printing)
+    for _ in range(6):
+        assert_same(run(dynamic, nd([[1.0, -2.0]])), run(imperative, nd([[1.0, -2.0]])))
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == ["step (1, 2)"] * 12
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "segments"
+
+
+class ReturnsEarly(gluon.Block):
+    def forward(self, x):
+        if x.sum().asscalar() > 100:
+            return x
+        return x * 2
+
+
+def test_a_break_that_may_return_runs_as_python_and_the_rest_as_a_graph():
+    imperative, dynamic = twins(ReturnsEarly)
+    for value in (1.0, 200.0, 1.0, 3.0, 1.0, 300.0, 2.0):
+        assert_same(run(dynamic, nd([[value]])), run(imperative, nd([[value]])))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None
+    (after,) = report["graph_segments"]["segments"]
+    assert after["calls"]["graph"] >= 1
+
+
+class MaybeAssigned(gluon.Block):
+    """A variable the Python part may leave unassigned, then read: Python's error."""
+
+    def forward(self, x):
+        for _ in range(int(x.sum().asscalar())):
+            row = x * 2
+        return row + 1
+
+
+def test_a_variable_the_python_part_left_unassigned_raises_as_python_does():
+    imperative, dynamic = twins(MaybeAssigned)
+    for value in (1.0, 2.0, 1.0, 1.0):
+        assert_same(run(dynamic, nd([[value]])), run(imperative, nd([[value]])))
+    for block in (imperative, dynamic):
+        with pytest.raises(UnboundLocalError, match="'row'"):
+            block(nd([[0.0]]))

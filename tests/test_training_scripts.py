@@ -1,0 +1,105 @@
+"""The training scripts of examples/train, a few steps each on small settings: as
+written and with hybridize(dynamic=True) they agree (losses and parameters, 1e-5);
+a resumed run continues exactly; under 2 Horovod workers a run equals one process."""
+import json
+import os
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from train_helpers import TRAIN_DIR, local_workers
+
+import cartpole  # noqa: E402  (examples/train is on the path: train_helpers)
+import gan
+import lenet
+import lstm_lm
+import tree_sentiment
+
+SMALL = {
+    "lenet": (lenet, ["--steps", "4", "--batch-size", "20"]),
+    "lstm_lm": (lstm_lm, ["--steps", "4", "--batch-size", "4", "--chars", "4000", "--bptt", "6",
+                          "--embed", "8", "--hidden", "16"]),
+    "treernn": (tree_sentiment, ["--cell", "rnn", "--steps", "4", "--batch-size", "4",
+                                 "--trees", "4", "--test-trees", "2", "--embed", "8",
+                                 "--hidden", "8"]),
+    "treelstm": (tree_sentiment, ["--cell", "lstm", "--steps", "4", "--batch-size", "4",
+                                  "--trees", "4", "--test-trees", "2", "--embed", "8",
+                                  "--hidden", "8"]),
+    "cartpole": (cartpole, ["--steps", "3", "--batch-size", "4", "--hidden", "8"]),
+    "gan": (gan, ["--steps", "4", "--batch-size", "16", "--hidden", "16"]),
+}
+
+
+def run(name, tmp_path, *extra):
+    module, argv = SMALL[name]
+    return module.main(argv + ["--quiet", "--plot", str(tmp_path / (name + ".png"))]
+                       + list(extra))
+
+
+def assert_same_training(actual, expected):
+    np.testing.assert_allclose(actual["losses"], expected["losses"], rtol=1e-5, atol=1e-5)
+    assert sorted(actual["params"]) == sorted(expected["params"])
+    for block, params in expected["params"].items():
+        for key, value in params.items():
+            np.testing.assert_allclose(actual["params"][block][key], value, rtol=1e-5, atol=1e-5,
+                                       err_msg="%s %s" % (block, key))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_dynamic_run_matches_imperative_run(name, tmp_path):
+    imperative = run(name, tmp_path)
+    dynamic = run(name, tmp_path, "--dynamic")
+    assert_same_training(dynamic, imperative)
+    assert dynamic["metrics"] == pytest.approx(imperative["metrics"], rel=1e-4, abs=1e-4)
+    assert all(np.isfinite(imperative["losses"]))
+    assert os.path.getsize(dynamic["plot"]) > 0
+    for block, report in dynamic["reports"].items():
+        # Graphs served the calls (the recursive models: one per tree structure;
+        # these 4 trees repeat, so the blocks keep specialising).
+        assert report["traces"] > 0 and report["fallback"] is None, (block, report)
+
+
+@pytest.mark.parametrize("name", ["lenet", "lstm_lm", "gan"])
+def test_resumed_run_continues_exactly(name, tmp_path):
+    """Parameters, optimizer state (Adam's moments), carried arrays (the LM's hidden
+    state) and the loss history come back from the checkpoint."""
+    straight = run(name, tmp_path, "--dynamic")
+    checkpoints = str(tmp_path / "checkpoint")
+    run(name, tmp_path, "--dynamic", "--steps", "2", "--checkpoint", checkpoints)
+    resumed = run(name, tmp_path, "--dynamic", "--checkpoint", checkpoints, "--resume")
+    assert_same_training(resumed, straight)
+
+
+def test_resume_without_a_checkpoint_names_the_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint to resume from in .*missing"):
+        run("lenet", tmp_path, "--checkpoint", str(tmp_path / "nothing"), "--resume")
+
+
+def test_batch_that_does_not_split_over_workers_is_an_error():
+    from trainkit import Workers
+    workers = Workers()
+    workers.size, workers.rank = 2, 0
+    with pytest.raises(ValueError, match="batch of 5 cannot be split evenly over 2 workers"):
+        workers.share(np.zeros((5, 3)))
+
+
+@pytest.mark.parametrize("name", ["lstm_lm", "treelstm"])
+def test_two_horovod_workers_equal_one_process(name, tmp_path):
+    """The script as a user runs it under horovodrun (workers on 127.0.0.1): rank 0's
+    final checkpoint equals the single-process run's parameters and losses."""
+    module, argv = SMALL[name]
+    checkpoints = tmp_path / "workers"
+    local_workers.run([sys.executable, os.path.join(TRAIN_DIR, module.__name__ + ".py")] + argv
+                      + ["--dynamic", "--quiet", "--checkpoint", str(checkpoints),
+                         "--plot", str(tmp_path / "workers.png")],
+                      size=2, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    single = run(name, tmp_path, "--dynamic")
+    with open(checkpoints / "progress.json") as f:
+        np.testing.assert_allclose(json.load(f)["losses"], single["losses"], rtol=1e-5)
+    for block, params in single["params"].items():
+        saved = mx.nd.load(str(checkpoints / (block + ".params")))
+        for key, value in params.items():
+            np.testing.assert_allclose(saved[key].asnumpy(), value, rtol=1e-5, atol=1e-5,
+                                       err_msg=key)
