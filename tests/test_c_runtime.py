@@ -140,15 +140,18 @@ def test_a_call_whose_shapes_differ_from_a_static_plan_runs_as_the_mxnet_graph(r
     assert "compiled for float32 (2, 4), got float32 (5, 4)" in stdout[-1]
 
 
-def test_plan_keeping_a_while_loop_and_a_cond(runner, tmp_path):
+def test_plan_around_a_while_loop_and_a_cond(runner, tmp_path):
+    """The `_while_loop` runs in MXNet, the `_cond` on TVM (relax.If), Dense layers on TVM
+    after both."""
     block = initialized(Refiner(), 3)
     rng = np.random.RandomState(4)
     calls = refiner_calls(rng, batch=2)
     compiled, prefix = export_plan(block, calls[0], tmp_path, "refiner", str(tmp_path / "cache"))
     segments = compiled.report()["segments"]
-    mxnet_ops = {op for s in segments if s["backend"] == "mxnet" for op in s["op_names"]}
-    assert {"_while_loop", "_cond"} <= mxnet_ops
-    after = segments[[k for k, s in enumerate(segments) if "_cond" in s["op_names"]][0] + 1:]
+    backend_of = {op: s["backend"] for s in segments for op in s["op_names"]
+                  if op in ("_while_loop", "_cond")}
+    assert backend_of == {"_while_loop": "mxnet", "_cond": "tvm"}, segments
+    after = segments[[k for k, s in enumerate(segments) if "_while_loop" in s["op_names"]][0] + 1:]
     assert any(s["backend"] == "tvm" for s in after), segments
     expected = python_outputs(block, calls)
     assert {refiner_branch(block, *inputs) for inputs in calls} == {True, False}

@@ -13,8 +13,10 @@ namespace gd {
 
 namespace {
 
-// The signature format tvm_bridge/runtime.py writes (MANIFEST_FORMAT there).
-constexpr int64_t kSignatureFormat = 1;
+// The signature formats tvm_bridge/runtime.py writes (MANIFEST_FORMAT there): 2 adds
+// "num_data", the inputs before the parameters that kPrepareFunction prepares.
+constexpr int64_t kOldestSignatureFormat = 1, kSignatureFormat = 2;
+constexpr const char *kPrepareFunction = "main_transform_params";
 // relax.VirtualMachine's CPU device and pooled allocator.
 constexpr int kCpu = 1, kPooledAllocator = 2;
 
@@ -32,9 +34,11 @@ tvm::ffi::Function function_of(const tvm::ffi::Module &module, const char *name,
 TvmFunction::TvmFunction(const std::string &library, const std::string &signature)
     : library_(library) {
   JsonValue manifest = JsonValue::read_file(signature);
-  if (manifest["format"].integer() != kSignatureFormat) {
+  int64_t format = manifest["format"].integer();
+  if (format < kOldestSignatureFormat || format > kSignatureFormat) {
     throw Error(signature + ": signature format " + manifest["format"].dump() +
-                ", this runtime reads format " + std::to_string(kSignatureFormat));
+                ", this runtime reads formats " + std::to_string(kOldestSignatureFormat) +
+                " to " + std::to_string(kSignatureFormat));
   }
   JsonValue inputs = manifest["inputs"];
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -50,6 +54,15 @@ TvmFunction::TvmFunction(const std::string &library, const std::string &signatur
   num_outputs_ = static_cast<size_t>(manifest["num_outputs"].integer());
   returns_tuple_ = !manifest.has("returns_tuple") || manifest["returns_tuple"].boolean();
   std::string name = manifest.has("function") ? manifest["function"].string() : "main";
+  bool prepares = manifest.has("num_data");
+  if (prepares) {
+    int64_t num_data = manifest["num_data"].integer();
+    if (num_data < 0 || static_cast<size_t>(num_data) > inputs_.size()) {
+      throw Error(signature + ": num_data " + std::to_string(num_data) + " but " +
+                  std::to_string(inputs_.size()) + " inputs");
+    }
+    num_data_ = static_cast<size_t>(num_data);
+  }
 
   load_tvm_runtime();
   try {
@@ -57,6 +70,7 @@ TvmFunction::TvmFunction(const std::string &library, const std::string &signatur
     vm_ = function_of(executable, "vm_load_executable", library)().cast<tvm::ffi::Module>();
     function_of(*vm_, "vm_initialization", library)(kCpu, 0, kPooledAllocator);
     main_ = function_of(*vm_, name.c_str(), library);
+    if (prepares) prepare_ = function_of(*vm_, kPrepareFunction, library);
   } catch (const tvm::ffi::Error &error) {
     throw Error(library + ": TVM cannot load it: " + error.what());
   }
@@ -89,10 +103,32 @@ std::string TvmFunction::mismatch(const std::vector<Value *> &args) const {
   return "";
 }
 
+const std::vector<tvm::ffi::Any> &TvmFunction::prepared(const std::vector<Value *> &args) const {
+  std::call_once(prepared_once_, [&] {
+    std::vector<tvm::ffi::Tensor> parameters;
+    for (size_t i = num_data_; i < args.size(); ++i) parameters.push_back(args[i]->tvm());
+    tvm::ffi::Array<tvm::ffi::Tensor> packed(parameters.begin(), parameters.end());
+    try {
+      for (const tvm::ffi::Any &value :
+           (*prepare_)(packed).cast<tvm::ffi::Array<tvm::ffi::Any>>()) {
+        prepared_.push_back(value);
+      }
+    } catch (const tvm::ffi::Error &error) {
+      throw Error(library_ + ": preparing the parameters: " + error.what());
+    }
+  });
+  return prepared_;
+}
+
 std::vector<tvm::ffi::Tensor> TvmFunction::operator()(const std::vector<Value *> &args) const {
   std::vector<tvm::ffi::AnyView> views;
   views.reserve(args.size());
-  for (Value *arg : args) views.emplace_back(arg->tvm());
+  if (prepare_.has_value()) {
+    for (size_t i = 0; i < num_data_; ++i) views.emplace_back(args[i]->tvm());
+    for (const tvm::ffi::Any &value : prepared(args)) views.emplace_back(value);
+  } else {
+    for (Value *arg : args) views.emplace_back(arg->tvm());
+  }
   tvm::ffi::Any result;
   try {
     main_.CallPacked(views.data(), static_cast<int32_t>(views.size()), &result);

@@ -8,6 +8,7 @@
 #include <tvm/ffi/function.h>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,18 @@ class TvmFunction {
     std::vector<std::string> symbols;  // the symbolic dims' names ("" where static)
     std::string dtype;
   };
+  // What main_ takes after the data: the parameters as the library's prepare function
+  // turned them (transposed, packed), computed on the first call. A deployed model's
+  // parameters never change, so once is enough.
+  const std::vector<tvm::ffi::Any> &prepared(const std::vector<Value *> &args) const;
+
   std::string library_;
   std::optional<tvm::ffi::Module> vm_;  // the virtual machine main_ runs in
   tvm::ffi::Function main_;
+  std::optional<tvm::ffi::Function> prepare_;  // signature format 2: parameters prepared
+  size_t num_data_ = 0;                        // with prepare_: the inputs that are data
+  mutable std::once_flag prepared_once_;
+  mutable std::vector<tvm::ffi::Any> prepared_;
   std::vector<Input> inputs_;
   size_t num_outputs_ = 0;
   bool returns_tuple_ = true;
