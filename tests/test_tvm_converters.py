@@ -142,6 +142,10 @@ CASES = [
                                      + S.reshape(S.arange(4), (1, 4))
                                      + S.reshape(S.arange(1, 3, 0.5), (1, 4)), a), {"a": (3, 4)}),
     Case("shape_array", S.shape_array(a), {"a": (3, 4)}),
+    Case("arange_like", S.broadcast_add(S.broadcast_add(S.contrib.arange_like(a, axis=1), a)
+                                        + S.contrib.arange_like(a, start=2, step=0.5) * a,
+                                        S.expand_dims(S.contrib.arange_like(a, axis=0), axis=1)),
+         {"a": (3, 4)}),
     Case("like_copy", S.zeros_like(a) + S.ones_like(a) + S.identity(a) + S.BlockGrad(a)
          + S.stop_gradient(a), {"a": (3, 4)}),
     Case("cast", S.Cast(a * 10, dtype="int32"), {"a": (3, 4)}),

@@ -12,7 +12,7 @@ from mxnet import gluon
 
 import gluon_dyn
 import tvm_helpers  # noqa: F401  (TVM's thread settings)
-from tvm_bridge import SegmentedGraph, compile_block, load_graph, partition
+from tvm_bridge import SegmentedGraph, load_graph, partition
 from tvm_bridge import value_types
 
 STEPS, HIDDEN = 6, 8
@@ -240,20 +240,3 @@ def test_what_typing_by_running_cannot_do_is_refused_clearly(tmp_path):
         partition(load_graph(symbol), shapes)
     with pytest.raises(ValueError, match=r"give the shape of every input \(missing: fc_in_"):
         partition(load_graph(symbol), {"x": (3, 5), "n": (1,)})
-
-
-class LoopBlock(gluon.HybridBlock):
-    def hybrid_forward(self, F, x, n):
-        _, (refined, _) = F.contrib.while_loop(
-            lambda h, i: i < n, lambda h, i: (None, (F.tanh(h) * 1.5, i + 1)),
-            [F.tanh(x) * 2, F.zeros((1,))], max_iterations=4)
-        return F.relu(refined) + 1
-
-
-def test_exporting_a_plan_that_checks_typed_values_is_refused(tmp_path):
-    block = LoopBlock()
-    x, n = mx.nd.ones((2, 3)), mx.nd.array([2])
-    compiled = compile_block(block, x, n, cache_dir=str(tmp_path), choose_by_measurement=False)
-    np.testing.assert_allclose(compiled(x, n).asnumpy(), block(x, n).asnumpy(), rtol=1e-5)
-    with pytest.raises(ValueError, match="cannot be exported: TVM step"):
-        compiled.export(str(tmp_path / "loop"))

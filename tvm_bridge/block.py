@@ -34,10 +34,12 @@ class CompiledBlock:
         """Write MXNet's export (prefix-symbol.json, prefix-0000.params: the
         parameters as they are now) and the plan (prefix-plan.json, a library per
         TVM segment); returns the plan's path. deploy_loader.load_plan(prefix)
-        runs it in a process without gluon_dyn or tvm_bridge."""
+        runs it in a process without gluon_dyn or tvm_bridge, and so does the C
+        runtime (gd_model_load)."""
         self.block.export(prefix)
         return export_plan(self.plan, prefix, self._data_names, self._out_format is not None,
-                           parameters_file="%s-%04d.params" % (prefix, 0))
+                           parameters_file="%s-%04d.params" % (prefix, 0),
+                           symbol_file="%s-symbol.json" % prefix)
 
 
 def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_dir=None,

@@ -1,37 +1,37 @@
-"""Writing a SegmentedGraph's plan for deploy_loader.py (see its docstring for the files)."""
+"""Writing a SegmentedGraph's plan for deploy_loader.py and the C runtime (see deploy_loader's
+docstring for the files)."""
 import json
 import os
+import zlib
+
+from gluon_dyn.export import strip_training_ops
+from gluon_dyn.graph_json import load_symbol
 
 from . import deploy
-from .deploy_loader import PLAN_FORMAT, PLAN_KIND, PLAN_SUFFIX
+from .deploy_loader import PLAN_KIND, PLAN_SUFFIX, PLAN_VERSION
 
 
-def export_plan(plan, prefix, data_names, returns_list, parameters_file):
+def export_plan(plan, prefix, data_names, returns_list, parameters_file, symbol_file):
     """Write prefix-plan.json and prefix-segment<k>-tvm.so (+ .json) per TVM step of
     `plan` (a SegmentedGraph); returns the manifest's path.
 
     `data_names` are the graph inputs the caller passes (the rest come from
-    `parameters_file`, an MXNet .params file beside the manifest);
-    `returns_list` says whether the caller gets a list or a single array.
+    `parameters_file`, an MXNet .params file beside the manifest); `symbol_file` is
+    the whole graph exported beside it, which runs the calls whose types differ from
+    those the TVM steps were compiled for; `returns_list` says whether the caller
+    gets a list or a single array.
     """
     graph = plan.graph
-    checked = [number for number, step in enumerate(plan.steps)
-               if step.backend == "tvm" and step.segment.observed_inputs]
-    if checked and not plan.uses_whole_graph:
-        # deploy_loader has no whole graph to run a call whose checked types differ.
-        raise ValueError("the plan cannot be exported: TVM step(s) %s read values typed by "
-                         "running the graph (after _cond/_while_loop), which only the "
-                         "SegmentedGraph checks at each call" % checked)
     if plan.uses_whole_graph:
-        steps = [{"backend": "mxnet", "ops": sum(not n.is_variable for n in graph.nodes),
-                  "inputs": plan.symbol.list_inputs(),
-                  "outputs": [_value_name(graph, ref) for ref in graph.heads],
-                  "symbol": json.loads(plan.symbol.tojson())}]
+        steps = [dict(_mxnet_graph(plan.symbol), backend="mxnet",
+                      ops=sum(not n.is_variable for n in graph.nodes),
+                      outputs=[_value_name(graph, ref) for ref in graph.heads])]
     else:
         steps = [_step_entry(graph, step, "%s-segment%d" % (prefix, number))
                  for number, step in enumerate(plan.steps)]
-    manifest = {"kind": PLAN_KIND, "format": PLAN_FORMAT,
+    manifest = {"kind": PLAN_KIND, "version": PLAN_VERSION,
                 "parameters": os.path.basename(parameters_file),
+                "graph": os.path.basename(symbol_file),
                 "data_inputs": list(data_names), "returns": "list" if returns_list else "array",
                 "static_shape": plan.static_shape, "steps": steps,
                 "outputs": [_value_name(graph, ref) for ref in graph.heads]}
@@ -41,17 +41,28 @@ def export_plan(plan, prefix, data_names, returns_list, parameters_file):
     return path
 
 
+def _mxnet_graph(symbol):
+    """A step's graph without training-only nodes, as the exported graph has none, and
+    the inputs it takes (those nodes' removal may drop some)."""
+    stripped = strip_training_ops(json.loads(symbol.tojson()))
+    return {"inputs": load_symbol(stripped).list_inputs(), "symbol": stripped}
+
+
 def _step_entry(graph, step, library_prefix):
     entry = {"backend": step.backend, "ops": len(step.segment.nodes)}
     if step.backend == "tvm":
         library, signature = deploy.export(step.function, library_prefix)
+        with open(library, "rb") as f:
+            content = f.read()
+        # Loading a truncated or damaged shared library can crash the process (SIGBUS in
+        # the dynamic loader): the loaders compare size and checksum first.
         return dict(entry, inputs=[_value_name(graph, ref) for ref in step.input_order],
                     outputs=[_value_name(graph, ref) for ref in step.output_order],
-                    library=os.path.basename(library), signature=os.path.basename(signature))
+                    library=os.path.basename(library), signature=os.path.basename(signature),
+                    library_bytes=len(content), library_crc32=zlib.crc32(content))
     # The segment's symbol names its inputs as _value_name does (Segment.input_names).
-    return dict(entry, inputs=step.symbol.list_inputs(),
-                outputs=[_value_name(graph, ref) for ref in step.segment.outputs],
-                symbol=json.loads(step.symbol.tojson()))
+    return dict(entry, outputs=[_value_name(graph, ref) for ref in step.segment.outputs],
+                **_mxnet_graph(step.symbol))
 
 
 def _value_name(graph, ref):

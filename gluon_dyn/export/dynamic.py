@@ -12,6 +12,7 @@ order, then the arrays and numbers kept on blocks that the forward reads (named
 after the attribute: `state0`, `state1` for `self.state = [h, c]`, `count` for a
 number); parameters and constants are in the params file. Outputs: the forward's,
 then the new values of the kept arrays and numbers it assigns, in that order.
+Under backend="tvm" the plan is written beside them (tvm_plan.py).
 """
 import mxnet as mx
 
@@ -19,6 +20,7 @@ from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, Expo
                                  ParameterInput)
 from ..hybridize.dynamic import runner_of
 from .strip import save_symbol
+from .tvm_plan import export_tvm_plan
 
 
 def export_block(block, path, epoch, remove_amp_cast, max_iterations):
@@ -27,7 +29,8 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
                                        not isinstance(max_iterations, int) or max_iterations < 1):
         raise ValueError("export(max_iterations=%r): a positive int bounds the loops that keep "
                          "per-step outputs" % (max_iterations,))
-    capture = runner_of(block).export_capture(ExportOptions(max_iterations))
+    runner = runner_of(block)
+    capture = runner.export_capture(ExportOptions(max_iterations))
     if capture.guards:
         raise ExportError("internal: the exported graph has guards (%s)" % capture.guards[0])
     symbol_file = "%s-symbol.json" % path
@@ -48,4 +51,7 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
             continue
         params["%s:%s" % ("aux" if name in auxiliary else "arg", name)] = value
     mx.nd.save("%s-%04d.params" % (path, epoch), params)
-    return [name for _, name in sorted(fed)]
+    data_names = [name for _, name in sorted(fed)]
+    if runner.tvm is not None:
+        export_tvm_plan(runner, capture, path, epoch, data_names)
+    return data_names

@@ -5,14 +5,14 @@ from ..origin import user_location
 from . import subgraph
 from .check import SOURCE_ATTR
 from .steps import format_text
-from .structure import (ControlFlowError, array_kind, check_callable, describe, flatten, located,
-                        regroup)
+from .structure import (ControlFlowError, array_kind, check_callable, check_name, describe, flatten,
+                        located, regroup)
 
 OP = "cond"
 
 
 @located
-def cond(pred, then_func, else_func):
+def cond(pred, then_func, else_func, name="cond"):
     """Run `then_func()` if `pred` is true (nonzero), else `else_func()`.
 
     The semantics, as Python::
@@ -25,15 +25,17 @@ def cond(pred, then_func, else_func):
     must agree in structure, and in each output's shape and dtype. With NDArrays only
     the chosen function runs; with Symbols (inside `hybrid_forward`) both are traced
     into one `_cond` node and the choice is made when the graph runs. Gradients flow
-    through the branch taken to everything it reads.
+    through the branch taken to everything it reads. `name` prefixes the subgraphs'
+    names (`<name>_pred`, `<name>_then`, `<name>_else`), as in `mx.sym.contrib.cond`.
     """
     check_callable(then_func, OP, "then_func")
     check_callable(else_func, OP, "else_func")
+    check_name(name, OP)
     kind = array_kind(pred)
     if kind == "ndarray":
         return _cond_ndarray(pred, then_func, else_func)
     if kind == "symbol":
-        return _cond_symbol(pred, then_func, else_func, user_location())
+        return _cond_symbol(pred, then_func, else_func, user_location(), name)
     raise ControlFlowError("cond: pred must be an NDArray or a Symbol holding one element, got %s; "
                            "for a Python value use a Python `if`" % describe(pred))
 
@@ -61,15 +63,15 @@ def _branch_outputs(result, branch, kind):
     return flat, fmt
 
 
-def _cond_symbol(pred, then_func, else_func, source):
-    predicate = subgraph.trace(lambda _: ([pred], []), 0, "cond_pred")
+def _cond_symbol(pred, then_func, else_func, source, name):
+    predicate = subgraph.trace(lambda _: ([pred], []), 0, name + "_pred")
     branches = {}
     for branch, fn in (("then", then_func), ("else", else_func)):
         def trace_branch(_, fn=fn, branch=branch):
             flat, fmt = _branch_outputs(fn(), branch, "symbol")
             branches[branch] = (len(flat), fmt)
             return flat, []
-        branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, "cond_" + branch)
+        branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, name + "_" + branch)
     (then_count, then_fmt), (else_count, else_fmt) = branches["then"], branches["else"]
     taken = mx.sym.cast(mx.sym.broadcast_not_equal(mx.sym.reshape(pred, shape=(1,)),
                                                    mx.sym.zeros((1,))), dtype="float32")

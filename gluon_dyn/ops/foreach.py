@@ -5,14 +5,14 @@ from mxnet import autograd
 from . import subgraph
 from .while_loop import while_loop
 from .steps import StepOutputs, check_states, flatten_traced_step, zeros
-from .structure import (ControlFlowError, check_callable, common_kind, flatten, located, regroup,
-                        unpack_body_result)
+from .structure import (ControlFlowError, check_callable, check_name, common_kind, flatten, located,
+                        regroup, unpack_body_result)
 
 OP = "foreach"
 
 
 @located
-def foreach(body, data, init_states):
+def foreach(body, data, init_states, name="foreach"):
     """Run `body` on each slice of `data` along axis 0, carrying `init_states` through.
 
     The semantics, as Python::
@@ -34,15 +34,20 @@ def foreach(body, data, init_states):
 
     A loop over zero rows returns outputs with zero rows: the body is evaluated once,
     under `autograd.pause()`, on zero-filled slices to learn their shapes.
+
+    `name` names the body's subgraph (`<name>0`, `<name>1`, ...), as in
+    `mx.sym.contrib.foreach`.
     """
     check_callable(body, OP, "body")
+    check_name(name, OP)
     flat_data, data_fmt = flatten(data, OP, "data")
     flat_states, state_fmt = flatten(init_states, OP, "init_states")
     if not flat_data:
         raise ControlFlowError("foreach: data must contain at least one array to iterate over")
     kind = common_kind(flat_data + flat_states, OP)
-    run = _foreach_ndarray if kind == "ndarray" else _foreach_symbol
-    return run(body, flat_data, data_fmt, flat_states, state_fmt)
+    if kind == "ndarray":
+        return _foreach_ndarray(body, flat_data, data_fmt, flat_states, state_fmt)
+    return _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt, name)
 
 
 def _foreach_ndarray(body, flat_data, data_fmt, flat_states, state_fmt):
@@ -74,7 +79,7 @@ def _call_body(body, flat_slices, data_fmt, flat_states, state_fmt):
                               OP, "body")
 
 
-def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
+def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt, name):
     num_data, num_states = len(flat_data), len(flat_states)
     traced = {}
 
@@ -86,7 +91,7 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
         traced["num_out"] = len(flat_out)
         return flat_out, flat_new
 
-    body_graph = subgraph.trace(trace_body, num_data + num_states, "foreach")
+    body_graph = subgraph.trace(trace_body, num_data + num_states, name)
     if body_graph.has_dynamic_shapes:
         if traced["num_out"]:
             raise ControlFlowError(
@@ -94,7 +99,8 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
                 "while_loop: MXNet 1.9.1's _foreach needs every shape in its body before it runs, "
                 "and _cond/_while_loop learn theirs only while running. Carry the values as states "
                 "instead (the loop then runs as a while_loop), or use while_loop for the outer loop")
-        return [], _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt)
+        return [], _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt,
+                                                 name)
     num_out_data = traced["num_out"] + body_graph.num_extra
     outer = [src for src in body_graph.sources if not isinstance(src, int)]
     node = mx.sym._internal._foreach(
@@ -108,7 +114,7 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt):
     return regroup(outputs, traced["out_fmt"]), regroup(states, state_fmt)
 
 
-def _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt):
+def _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt, name):
     """A foreach with states only, as a `_while_loop` over the rows (its body may hold
     nodes whose shapes are known only at run time)."""
     length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(flat_data[0]), axis=0, begin=0, end=1),
@@ -123,5 +129,5 @@ def _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_
 
     # No per-step outputs, so max_iterations allocates nothing: it is only a bound.
     _, final = while_loop(lambda index, *states: index < length, step,
-                          [mx.sym.zeros((1,))] + flat_states, max_iterations=2 ** 31 - 1)
+                          [mx.sym.zeros((1,))] + flat_states, max_iterations=2 ** 31 - 1, name=name)
     return regroup(final[1:1 + num_states], state_fmt)

@@ -112,6 +112,12 @@ def check_callable(fn, op, what):
         raise TypeError("%s: %s must be callable, got %s" % (op, what, describe(fn)))
 
 
+def check_name(name, op):
+    """MXNet's `name=` keyword: a non-empty str that prefixes the subgraphs' names."""
+    if not isinstance(name, str) or not name:
+        raise TypeError("%s: name must be a non-empty str, got %s" % (op, describe(name)))
+
+
 def unpack_body_result(result, op, fn_name):
     """Split a body's `(outputs, states)` return value, with a clear error otherwise."""
     if not isinstance(result, (list, tuple)) or len(result) != 2:

@@ -5,14 +5,14 @@ from mxnet import autograd
 from .. import native
 from . import subgraph
 from .steps import StepOutputs, check_states, flatten_traced_step
-from .structure import (ControlFlowError, array_kind, check_callable, common_kind, describe,
-                        flatten, located, regroup, unpack_body_result)
+from .structure import (ControlFlowError, array_kind, check_callable, check_name, common_kind,
+                        describe, flatten, located, regroup, unpack_body_result)
 
 OP = "while_loop"
 
 
 @located
-def while_loop(cond, func, loop_vars, max_iterations=None):
+def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
     """Run `func` while `cond` holds, carrying `loop_vars`.
 
     The semantics, as Python::
@@ -41,9 +41,13 @@ def while_loop(cond, func, loop_vars, max_iterations=None):
 
     A loop that runs no step still returns outputs of the right structure: func is
     evaluated once, under `autograd.pause()`, on the initial loop_vars to learn it.
+
+    `name` prefixes the subgraphs' names (`<name>_cond`, `<name>_func`), as in
+    `mx.sym.contrib.while_loop`.
     """
     check_callable(cond, OP, "cond")
     check_callable(func, OP, "func")
+    check_name(name, OP)
     single = array_kind(loop_vars) is not None
     flat_vars, var_fmt = flatten([loop_vars] if single else loop_vars, OP, "loop_vars")
     if not flat_vars:
@@ -51,8 +55,10 @@ def while_loop(cond, func, loop_vars, max_iterations=None):
     kind = common_kind(flat_vars, OP)
     if max_iterations is not None:
         max_iterations = _as_iteration_count(max_iterations)
-    run = _while_ndarray if kind == "ndarray" else _while_symbol
-    outputs, final = run(cond, func, flat_vars, var_fmt, max_iterations)
+    if kind == "ndarray":
+        outputs, final = _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations)
+    else:
+        outputs, final = _while_symbol(cond, func, flat_vars, var_fmt, max_iterations, name)
     final = regroup(final, var_fmt)
     return outputs, final[0] if single else final
 
@@ -106,7 +112,7 @@ def _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations):
     return outputs.stacked(rows=max_iterations), flat_vars
 
 
-def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
+def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations, name):
     if max_iterations is None:
         raise ControlFlowError(
             "while_loop: max_iterations is required on Symbols: a graph's output shapes are fixed "
@@ -160,14 +166,14 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
             counter = counter + 0 * size
         return leading, trailing[:position] + [counter] + trailing[position + 1:]
 
-    func_graph = subgraph.trace(trace_func, num_vars + 3, "while_loop_func", keep_alive=count_unused)
+    func_graph = subgraph.trace(trace_func, num_vars + 3, name + "_func", keep_alive=count_unused)
     num_out = traced["num_out"]
     num_own = num_vars + (3 if num_out else 2)
     if num_out:
         cond_graph = subgraph.trace(lambda ph: ([mx.sym.broadcast_maximum(ph[0], ph[1])], []), 2,
-                                    "while_loop_cond")
+                                    name + "_cond")
     else:
-        cond_graph = subgraph.trace(lambda ph: ([ph[0]], []), 1, "while_loop_cond")
+        cond_graph = subgraph.trace(lambda ph: ([ph[0]], []), 1, name + "_cond")
 
     # Everything func reads from outside the loop (parameters, closure arrays) is
     # carried as an unchanged loop variable: MXNet's backward leaves the gradient of
@@ -197,11 +203,15 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations):
         cond_input_locs=[PRED, FIRST][:1 + bool(num_out)], func_input_locs=func_locs,
         func_var_locs=var_locs)
     # Rows past the last step are uninitialised memory in MXNet's output: select
-    # zeros there (a product with a mask would turn NaN garbage into NaN).
-    # (The reshape states the counter's shape: _while_loop's outputs have none until
-    # it runs, which static_shape=True graphs cannot plan around.)
-    steps_run = mx.sym.reshape(node[num_out + COUNT], shape=(1,))
-    ran = mx.sym.broadcast_lesser(mx.sym.arange(max_iterations), steps_run)
-    outputs = [mx.sym.where(ran, node[i], mx.sym.zeros_like(node[i])) for i in range(num_out)]
+    # zeros there (a product with a mask would turn NaN garbage into NaN). The row
+    # indices come from the output itself: _while_loop's outputs have no shape until
+    # it runs, and MXNet's executor (Symbol.bind) fails with "Shape is unknown" on a
+    # broadcast between a shape it knows, such as arange(max_iterations)'s, and one
+    # it does not, while it runs an expression whose shapes are all unknown.
+    outputs = []
+    if num_out:
+        ran = mx.sym.broadcast_lesser(mx.sym.contrib.arange_like(node[0], axis=0),
+                                      node[num_out + COUNT])
+        outputs = [mx.sym.where(ran, node[i], mx.sym.zeros_like(node[i])) for i in range(num_out)]
     final = [node[num_out + i] for i in range(num_vars)]
     return regroup(outputs, traced["out_fmt"]), final

@@ -1,9 +1,11 @@
-"""Arrays made from attributes (zeros, ones, full, arange) and shape_array."""
+"""Arrays made from attributes (zeros, ones, full, arange), from another array's shape
+(arange_like) and shape_array."""
 from tvm import relax
 from tvm.relax import op as R
 
 from .attrs import attr_bool, attr_float, attr_int, attr_str, attr_tuple
 from .registry import Unsupported, register
+from .tensor_info import dtype_of, normalize_axis, product, shape_of
 
 
 def _filled(node, value):
@@ -41,6 +43,25 @@ def convert_arange(ctx, node, args):
     if stop is None:
         start, stop = 0.0, start
     return R.arange(start, stop, attr_float(node, "step", 1.0), attr_str(node, "dtype", "float32"))
+
+
+@register("_contrib_arange_like")
+def convert_arange_like(ctx, node, args):
+    """MXNet contrib.arange_like(data, start, step, axis): start + step * k along data's
+    `axis`, or over all its elements in its shape when axis is None; data's dtype
+    (gluon_dyn's while_loop numbers its padding rows this way)."""
+    if attr_int(node, "repeat", 1) != 1:
+        raise Unsupported("repeat != 1")
+    shape, axis = shape_of(args[0]), attr_int(node, "axis")
+    length = product(shape) if axis is None else shape[normalize_axis(axis, len(shape))]
+    dtype = dtype_of(args[0])
+    values = ctx.emit(R.arange(0, length, 1, dtype))
+    start, step = attr_float(node, "start", 0.0), attr_float(node, "step", 1.0)
+    if step != 1.0:
+        values = ctx.emit(R.multiply(values, relax.const(step, dtype)))
+    if start != 0.0:
+        values = ctx.emit(R.add(values, relax.const(start, dtype)))
+    return values if axis is not None else R.reshape(values, shape)
 
 
 @register("shape_array")
