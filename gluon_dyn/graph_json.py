@@ -13,10 +13,14 @@ def load_symbol(graph):
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
 
 
+# Operators whose output shape depends on the input values (rows a mask keeps).
+DATA_DEPENDENT_SHAPE_OPS = ("_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
+                            "_npx_nonzero", "_npi_unique")
 # MXNet 1.9.1 knows the output shapes of these nodes only once they ran: it has
 # no shape inference for them (and its _while_loop shape pass corrupts memory
-# when its inputs' shapes are partly unknown).
-UNINFERABLE_OPS = ("_cond", "_while_loop")
+# when its inputs' shapes are partly unknown). A graph holding one runs with its
+# shapes inferred as it goes (MXNet's dynamic-shape CachedOp), never static_shape.
+UNINFERABLE_OPS = ("_cond", "_while_loop") + DATA_DEPENDENT_SHAPE_OPS
 
 
 def holds_ops(graph, ops, nested=True):

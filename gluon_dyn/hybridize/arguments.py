@@ -1,7 +1,7 @@
 """A forward's arguments as structure plus arrays: graphs are specialised on structure.
 
 Arrays, Python values, lists, dicts and plain objects (a parse tree's nodes, say)
-are walked; the structure (types, lengths, attribute names, values, array shapes
+are walked, and Blocks are taken as they are (keyed by identity); the structure (types, lengths, attribute names, values, array shapes
 and dtypes) keys the graph, and the arrays, wherever they sit, are its inputs.
 """
 import mxnet as mx
@@ -42,6 +42,10 @@ class ArgumentLayout:
             self.structure_parts.append(("unbound", value.name))
         elif isinstance(value, _SIMPLE):
             self.structure_parts.append(("value", value))
+        elif isinstance(value, gluon.Block):
+            # A layer chosen in Python (`layer = self.up if ... else self.down`) and
+            # passed on, between the parts of a split forward: the graph calls it.
+            self.structure_parts.append(("block", id(value)))
         elif isinstance(value, (list, tuple)):
             self._enter(value)
             self.structure_parts.append((type(value).__name__, len(value)))

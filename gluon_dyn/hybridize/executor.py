@@ -34,6 +34,10 @@ class GraphExecutor:
         # wrong input gradients for some graphs (tests/test_generated_programs.py,
         # "static_alloc backward").
         self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture))
+        # Such a graph waits for its own nodes' shapes anyway: waiting for its outputs
+        # too makes a failure (a Dense on a mask that kept no rows) the call's, where
+        # the runner raises it as the forward as written does.
+        self._waits = graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
         self._recording_op = None
 
     def run(self, block, args):
@@ -43,6 +47,9 @@ class GraphExecutor:
         plan = self.tvm.plan_for(self, inputs) if self.tvm is not None else None
         results = plan(*inputs) if plan is not None else self._cached_op()(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
+        if self._waits:
+            for result in results:
+                result.wait_to_read()
         if capture.guards:
             failed = guards.failed(capture.guards, results.pop().asnumpy())
             if failed:
@@ -73,7 +80,12 @@ class GraphExecutor:
 
 def _inference_flags(capture):
     """Memory is planned once per graph; shapes too when the graph serves one set of
-    input shapes (`exact`) and MXNet can infer all of them before it runs."""
+    input shapes (`exact`) and MXNet can infer all of them before it runs. A graph
+    with an operator whose output shape depends on the data (boolean_mask) runs
+    as MXNet's dynamic-shape CachedOp, each node's shapes inferred right before it
+    runs (static_alloc fails on it when a mask keeps no rows)."""
+    if graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS):
+        return []
     flags = [("static_alloc", True)]
     if capture.exact and not graph_json.holds_ops(capture.symbol, graph_json.UNINFERABLE_OPS):
         flags.append(("static_shape", True))

@@ -103,9 +103,27 @@ def split(function, location):
 
 
 def _unsure(arguments, stmts, rest):
-    """Whether a variable `rest` reads may be unassigned after `stmts`."""
+    """Whether a variable `rest` reads before assigning it may be unassigned after `stmts`."""
     defined = set(_parameters(arguments)) | _assigned(stmts)
-    return bool((_loaded(rest) & defined) - _surely_assigned(arguments, stmts))
+    return bool((_read_first(rest) & defined) - _surely_assigned(arguments, stmts))
+
+
+def _read_first(stmts):
+    """Names `stmts` may read before they assign them (a top-level loop's own target,
+    or a variable a top-level assignment sets first, is not)."""
+    read, assigned = set(), set()
+    for stmt in stmts:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            read |= _loaded([stmt.iter]) - assigned
+            targets = _names([stmt.target], ast.Store)
+            read |= _loaded(stmt.body + stmt.orelse) - assigned - targets
+            assigned |= targets
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            read |= _loaded([stmt]) - assigned
+            assigned |= _names([stmt], ast.Store)
+        else:
+            read |= _loaded([stmt]) - assigned
+    return read
 
 
 def _line_in(filename, location):

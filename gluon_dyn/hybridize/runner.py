@@ -9,6 +9,7 @@ it (speed_check.py). Every call's way of being served is counted (served.py).
 import threading
 import warnings
 
+import mxnet as mx
 from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
@@ -20,7 +21,7 @@ from .executor import GraphExecutor
 from .segments import SegmentedForward
 from .served import CallCounts, Served
 from .speed_check import GRAPH, SpeedCheck
-from .transpiler import convert_block
+from .transpiler import as_written, convert_block
 from .tvm_backend import TvmBackend
 
 # Calls whose arguments need a new graph, before structures that keep changing
@@ -128,7 +129,8 @@ class BlockRunner:
                 return result
             return self._fall_back(str(error) + ("; %s" % refused if refused else ""), args)
         except Exception as error:  # noqa: BLE001 - sorted out by running the call as written
-            return self._after_trace_error(error, args)
+            return self._after_error("%s: %s" % (type(error).__name__, error),
+                                     "an internal error stopped the trace", args)
         self.ladder.note_reads(capture.shape_reads)
         executor = GraphExecutor(capture, self.tvm)
         # The trace's shape reads may close dims the key left open: key it afresh.
@@ -164,7 +166,11 @@ class BlockRunner:
         return self.original(*args)
 
     def _run(self, executor, args):
-        run = executor.run(self.block, args)
+        try:
+            run = executor.run(self.block, args)
+        except mx.base.MXNetError as error:
+            return self._after_error("MXNetError: %s" % str(error).strip().splitlines()[-1],
+                                     "a graph failed where the forward as written runs", args)
         if not run.failed_guards:
             self.calls.note(Served.GRAPH)
             return run.outputs
@@ -199,20 +205,21 @@ class BlockRunner:
                          error.reason), stacklevel=user_stacklevel())
         return None
 
-    def _after_trace_error(self, error, args):
-        """A trace stopped on an unexpected error. If the call as written raises too,
-        that is the program's behaviour (say, a shape error), raised as Python raises
-        it; if it runs, the trace failed where it should not have: a gluon_dyn bug,
-        reported, and the block runs as Python."""
+    def _after_error(self, reason, what, args):
+        """A trace stopped, or a graph failed while it ran (before anything was
+        written back), on an unexpected error. The call runs as written: if it raises
+        too, that is the program's behaviour (a shape error, a Dense on a mask that
+        kept no rows), raised as Python raises it, from the user's line; if it runs,
+        gluon_dyn was wrong to fail: reported, and the block runs as Python."""
         try:
-            result = self.forward(*args)
+            with as_written(self.block, self.converted):
+                result = self.original(*args)
         except Exception:
             self.calls.note(Served.RAISED)
             raise
         self.calls.note(Served.FALLBACK)
-        reason = "%s: %s" % (type(error).__name__, error)
         self.internal_errors.append(reason)
-        self._give_up("an internal error stopped the trace (%s); please report it" % reason)
+        self._give_up("%s (%s); please report it" % (what, reason))
         return result
 
     def _fall_back(self, reason, args):

@@ -8,7 +8,9 @@ operators/) so that tensor predicates and tensor iteration become gluon_dyn.ops
 graph operators, while Python values keep Python semantics.
 """
 # malt 2.15.3 calls importlib.util without importing it.
+import contextlib
 import importlib.util  # noqa: F401
+import types
 
 import malt
 from malt.core import config
@@ -103,6 +105,30 @@ def convert_block(block, function=None):
         setattr(node, method, convert(getattr(type(node), method)).__get__(node))
         names.append("%s.%s" % (type(node).__name__, method))
     return forward, names
+
+
+@contextlib.contextmanager
+def as_written(block, names):
+    """The methods convert_block converted in place (`names`, as it returned them) set
+    aside while the block runs: the code as written runs, and errors name its lines."""
+    set_aside = []
+    for node in _tree(block):
+        for method in ("forward", "hybrid_forward"):
+            # A bound method: a plain Block's own forward is its runner, kept.
+            if "%s.%s" % (type(node).__name__, method) in names and \
+                    isinstance(vars(node).get(method), types.MethodType):
+                set_aside.append((node, method, vars(node).pop(method)))
+    try:
+        yield
+    finally:
+        for node, method, converted in set_aside:
+            setattr(node, method, converted)
+
+
+def _tree(block):
+    yield block
+    for child in block._children.values():
+        yield from _tree(child)
 
 
 def _user_hybrid_blocks(block):
