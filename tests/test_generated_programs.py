@@ -112,11 +112,13 @@ def test_generated_programs_agree_with_imperative(batch, chunk):
     assert not problems, "\n".join(problems)
 
 
-def test_graphs_serve_at_least_the_floor_of_generated_calls(batch):
+def test_graphs_serve_at_least_the_floor_of_generated_calls(batch, capsys):
     coverage = differential.Coverage()
     for outcomes in batch.values():
         for _, _, outcome in outcomes:
             coverage.add(outcome)
+    with capsys.disabled():
+        print("\ngenerated programs, %d calls each: %s" % (differential.CALLS, coverage.summary()))
     assert coverage.programs == CHUNKS * PROGRAMS_PER_CHUNK
     assert coverage.call_share >= CALL_SHARE_FLOOR, coverage.summary()
     assert coverage.program_share >= PROGRAM_SHARE_FLOOR, coverage.summary()

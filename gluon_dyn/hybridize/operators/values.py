@@ -31,6 +31,8 @@ def note_shape(output, *sources):
     first of `sources` (values it takes) whose shape is known: later code may
     read it (`x.shape`, `x[i]`, `for row in x`), and MXNet cannot infer it."""
     trace = tracing.current()
+    if trace is None:   # a cond or while_loop called on Symbols outside a trace
+        return
 
     def shape():
         for source in sources:
