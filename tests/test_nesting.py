@@ -323,3 +323,52 @@ def test_nested_gradients_hybridized(name):
     results = compare_modes(fn, inputs_list, grad_inputs=grad_inputs, setup=setup,
                             expect_ops=expect_ops)
     assert any(np.abs(r["grads"]["dense.weight"]).sum() > 0 for r in results)
+
+
+class StepsAroundBranchesAndLoops(gluon.HybridBlock):
+    """foreach whose body returns per-step outputs and holds a cond and a while_loop."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3)
+
+    def hybrid_forward(self, F, x, h0):
+        def body(row, states):
+            h = cond(F.sum(row) > 0, lambda: F.tanh(self.dense(states[0]) + row),
+                     lambda: states[0] * 0.5)
+            _, (_, g) = while_loop(lambda c, g: F.sum(c) < 2,
+                                   lambda c, g: ([], [c + 1, g * 1.1]), [F.zeros((1,)), h],
+                                   max_iterations=4)
+            return [h, g], [g]
+        outs, states = foreach(body, x, [h0])
+        return F.sum(outs[0], axis=0) + F.sum(outs[1]) + states[0]
+
+
+def test_foreach_with_step_outputs_around_cond_and_while_loop_under_dynamic_hybridize():
+    import gluon_dyn
+    from mxnet import autograd
+    imperative, dynamic = StepsAroundBranchesAndLoops(), StepsAroundBranchesAndLoops()
+    imperative.initialize(mx.init.Uniform(0.5))
+    dynamic.initialize()
+    for a, b in zip(imperative.collect_params().values(), dynamic.collect_params().values()):
+        b.set_data(a.data())
+    dynamic.hybridize(dynamic=True, profile_calls=1, check_speed=False)
+    for n in (4, 4, 6, 2, 6, 1):
+        rng = np.random.RandomState(n)
+        # Rows of both signs (both branches) and every call using the dense layer.
+        x = rng.randn(n, 1, 3)
+        x[0] = np.abs(x[0])
+        results = []
+        for block in (imperative, dynamic):
+            xs, h = mx.nd.array(x), mx.nd.array(np.random.RandomState(9).randn(1, 3))
+            xs.attach_grad()
+            h.attach_grad()
+            with autograd.record():
+                y = block(xs, h)
+            y.backward()
+            results.append([y, xs.grad, h.grad, block.dense.weight.grad(), block.dense.bias.grad()])
+        for want, got in zip(*results):
+            np.testing.assert_allclose(got.asnumpy(), want.asnumpy(), rtol=1e-5, atol=1e-5)
+    calls = gluon_dyn.hybridize.report(dynamic)["calls"]
+    assert calls["by_kind"]["graph"] == 5 and calls["last"] == "graph"

@@ -323,3 +323,18 @@ def _note_conditional_use(condition, names):
 
 
 subgraph.conditional_use_listeners.append(_note_conditional_use)
+
+
+def _rows(symbol):
+    """The number of rows of `symbol` in the trace in progress (the graph is then
+    specialised to it), or None: outside a trace, or when exporting."""
+    trace = current()
+    if trace is None:
+        return None
+    try:
+        return trace.static_shape(symbol)[0]
+    except (AttributeError, IndexError):
+        return None
+
+
+subgraph.row_counters.append(_rows)

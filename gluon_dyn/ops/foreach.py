@@ -93,14 +93,18 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt, name):
 
     body_graph = subgraph.trace(trace_body, num_data + num_states, name)
     if body_graph.has_dynamic_shapes:
-        if traced["num_out"]:
+        rows = subgraph.known_rows(flat_data[0]) if traced["num_out"] else None
+        if traced["num_out"] and rows is None:
             raise ControlFlowError(
-                "foreach: on Symbols, a body that returns per-step outputs cannot contain cond or "
-                "while_loop: MXNet 1.9.1's _foreach needs every shape in its body before it runs, "
-                "and _cond/_while_loop learn theirs only while running. Carry the values as states "
-                "instead (the loop then runs as a while_loop), or use while_loop for the outer loop")
-        return [], _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt,
-                                                 name)
+                "foreach: on Symbols, a body that returns per-step outputs and contains cond or "
+                "while_loop needs the number of rows when the graph is built: MXNet 1.9.1's "
+                "_foreach needs every shape in its body before it runs, and _cond/_while_loop "
+                "learn theirs only while running, so the loop runs as a while_loop whose "
+                "per-step outputs are allocated up front. hybridize(dynamic=True) knows the rows; "
+                "plain hybridize does not. Carry the values as states instead, or use while_loop "
+                "with max_iterations for the outer loop")
+        return _foreach_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt, name,
+                                      rows)
     num_out_data = traced["num_out"] + body_graph.num_extra
     outer = [src for src in body_graph.sources if not isinstance(src, int)]
     node = mx.sym._internal._foreach(
@@ -114,20 +118,32 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt, name):
     return regroup(outputs, traced["out_fmt"]), regroup(states, state_fmt)
 
 
-def _foreach_states_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt, name):
-    """A foreach with states only, as a `_while_loop` over the rows (its body may hold
-    nodes whose shapes are known only at run time)."""
+def _foreach_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt, name, rows):
+    """A foreach as a `_while_loop` over the rows (its body may hold nodes whose shapes
+    are known only at run time). Per-step outputs need `rows`, the number of rows,
+    as the loop's bound: it allocates them up front; without any, `rows` is None."""
     length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(flat_data[0]), axis=0, begin=0, end=1),
                          dtype="float32")
     num_states = len(flat_states)
+    traced = {}
 
     def step(index, *states):
-        rows = [mx.sym.squeeze(mx.sym.take(array, index, axis=0), axis=0) for array in flat_data]
-        out, new_states = _call_body(body, rows, data_fmt, list(states), state_fmt)
-        _, _, flat_new = flatten_traced_step(OP, out, new_states, state_fmt, "states")
-        return [], [index + 1] + flat_new
+        data_rows = [mx.sym.squeeze(mx.sym.take(array, index, axis=0), axis=0)
+                     for array in flat_data]
+        out, new_states = _call_body(body, data_rows, data_fmt, list(states), state_fmt)
+        flat_out, traced["out_fmt"], flat_new = flatten_traced_step(OP, out, new_states,
+                                                                    state_fmt, "states")
+        return flat_out, [index + 1] + flat_new
 
-    # No per-step outputs, so max_iterations allocates nothing: it is only a bound.
-    _, final = while_loop(lambda index, *states: index < length, step,
-                          [mx.sym.zeros((1,))] + flat_states, max_iterations=2 ** 31 - 1, name=name)
-    return regroup(final[1:1 + num_states], state_fmt)
+    # Without per-step outputs max_iterations allocates nothing: it is only a bound.
+    outputs, final = while_loop(lambda index, *states: index < length, step,
+                                [mx.sym.zeros((1,))] + flat_states,
+                                max_iterations=2 ** 31 - 1 if rows is None else max(rows, 1),
+                                name=name)
+    states = regroup(final[1:1 + num_states], state_fmt)
+    if rows is None:
+        return [], states
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    if rows == 0:   # the loop ran no step; its one padding row is not a step's
+        outputs = [mx.sym.slice_axis(output, axis=0, begin=0, end=0) for output in outputs]
+    return regroup(outputs, traced["out_fmt"]), states

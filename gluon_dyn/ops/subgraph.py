@@ -31,6 +31,19 @@ def note_dynamic_shape_node():
         trace_state["dynamic_shapes"] = True
 
 
+# Callables giving the number of rows of a Symbol, or None where unknown:
+# hybridize(dynamic=True) knows them while it traces (hybridize/tracing.py).
+row_counters = []
+
+
+def known_rows(symbol):
+    for count in row_counters:
+        rows = count(symbol)
+        if rows is not None:
+            return rows
+    return None
+
+
 # Callables told, for each cond branch and loop body built, which outer values it
 # reads and the condition (a one-element 0/1 Symbol) under which it runs:
 # hybridize uses it to leave the gradients of parameters an untaken path reads
