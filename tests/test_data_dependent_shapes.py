@@ -7,7 +7,9 @@ batch size, forward and backward. Outputs and gradients equal the imperative blo
 calls are served by graphs (the report says so), and the number of graphs stays bounded
 as batch sizes change. A mask that keeps no rows fails as imperatively, from the user's line.
 """
-import traceback
+import os
+import subprocess
+import sys
 
 import mxnet as mx
 import numpy as np
@@ -47,11 +49,13 @@ def batch(rng, size, keep_none=False):
 
 def pair():
     imperative, dynamic = Detector(), Detector()
+    mx.random.seed(11)
     for block in (imperative, dynamic):
         block.initialize(mx.init.Uniform(0.5))
     copy_params(imperative, dynamic)
-    # Speculation and the speed check off: every call after profiling must be a graph's.
-    dynamic.hybridize(dynamic=True, profile_calls=1, check_speed=False)
+    # Speculation and the speed check off: every call after profiling must be a graph's
+    # (the branch is a cond, never a guard that may fail).
+    dynamic.hybridize(dynamic=True, profile_calls=1, speculate=False, check_speed=False)
     return imperative, dynamic
 
 
@@ -81,21 +85,40 @@ def test_masked_rows_run_as_graphs_for_every_batch_size(training):
     assert len(kept_sizes) > 3
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["fallback"] is None and not report["internal_errors"]
-    assert report["calls"]["by_kind"]["graph"] == len(BATCHES) - 1
+    assert report["calls"]["by_kind"]["graph"] == len(BATCHES) - report["calls"]["by_kind"]["profiling"]
     # A graph per branch direction the calls took, not one per batch size.
     assert report["cached_graphs"] <= 2 and report["traces"] <= 3
 
 
+EMPTY_MASK = """
+import sys, traceback
+sys.path.insert(0, {tests!r})
+import numpy as np, mxnet as mx, gluon_dyn
+import test_data_dependent_shapes as t
+imperative, dynamic = t.pair()
+rng = np.random.RandomState(6)
+for size in (4, 7):
+    t.run(dynamic, t.batch(rng, size), True)
+empty = t.batch(rng, 5, keep_none=True)
+for name, block in (("imperative", imperative), ("dynamic", dynamic)):
+    try:
+        t.run(block, empty, True)
+        print(name, "ran")
+    except mx.base.MXNetError as error:
+        frames = traceback.extract_tb(error.__traceback__)
+        at_forward = any(f.filename == t.__file__ and f.name == "hybrid_forward" for f in frames)
+        print(name, "raised", "from hybrid_forward" if at_forward else "elsewhere")
+print("raised calls", gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["raised"])
+"""
+
+
 def test_a_mask_that_keeps_no_rows_fails_as_imperatively_from_the_users_line():
-    imperative, dynamic = pair()
-    rng = np.random.RandomState(6)
-    for size in (4, 7):
-        run(dynamic, batch(rng, size), True)
-    empty = batch(rng, 5, keep_none=True)
-    with pytest.raises(mx.base.MXNetError):
-        run(imperative, empty, True)
-    with pytest.raises(mx.base.MXNetError) as raised:
-        run(dynamic, empty, True)
-    frames = traceback.extract_tb(raised.value.__traceback__)
-    assert any(frame.filename == __file__ and frame.name == "hybrid_forward" for frame in frames)
-    assert gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["raised"] == 1
+    # In a process of its own: after a failed operator MXNet 1.9.1's engine keeps state
+    # (array versions) that later tests would see.
+    script = EMPTY_MASK.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    lines = done.stdout.splitlines()
+    assert lines[-3:] == ["imperative raised from hybrid_forward",
+                          "dynamic raised from hybrid_forward", "raised calls 1"], \
+        done.stdout + done.stderr[-2000:]
