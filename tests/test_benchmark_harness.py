@@ -1,0 +1,92 @@
+"""benchmarks/harness.py's own logic, with fake variants (no timing is asserted)."""
+import os
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+import harness  # noqa: E402
+
+
+class Recorder:
+    """Fake variants that log every event (inputs made, calls run) in one list."""
+
+    def __init__(self):
+        self.events, self.seen = [], []
+
+    def make_inputs(self, call):
+        self.events.append(("make", call))
+        return (mx.nd.array([call, 1.0]),)
+
+    def variant(self, name, offset=0.0, **options):
+        def run(x):
+            self.events.append(("run", name, int(x.asnumpy()[0])))
+            self.seen.append(x)
+            return x * 2 + offset
+        return harness.Variant(name, run, **options)
+
+
+def test_compare_interleaves_variants_and_checks_before_timing():
+    recorder = Recorder()
+    timings = harness.compare([recorder.variant(n) for n in "ABC"], recorder.make_inputs,
+                              repeats=3, warmup=2)
+    runs = [event[1:] for event in recorder.events if event[0] == "run"]
+    assert runs == [(name, call) for call in range(5) for name in "ABC"]
+    assert {name: (len(t.warmup_ms), len(t.timed_ms)) for name, t in timings.items()} == \
+        {name: (2, 3) for name in "ABC"}
+
+
+def test_timed_inputs_are_fresh_and_made_before_the_first_timed_call():
+    recorder = Recorder()
+    harness.compare([recorder.variant("A"), recorder.variant("B")], recorder.make_inputs,
+                    repeats=4, warmup=1)
+    # Every call of every variant got an array of its own, never passed twice.
+    assert len({id(x) for x in recorder.seen}) == len(recorder.seen) == 10
+    first_timed_run = recorder.events.index(("run", "A", 1))
+    assert recorder.events[first_timed_run - 8:first_timed_run] == \
+        [("make", call) for call in range(1, 5)] * 2
+
+
+def test_a_wrong_variant_is_rejected_at_its_first_call():
+    recorder = Recorder()
+    variants = [recorder.variant("reference"), recorder.variant("wrong", offset=1e-3)]
+    with pytest.raises(harness.OutputMismatch, match="'wrong', call 0, against 'reference'"):
+        harness.compare(variants, recorder.make_inputs, repeats=5, warmup=3)
+    assert [e for e in recorder.events if e[0] == "run"] == [("run", "reference", 0),
+                                                             ("run", "wrong", 0)]
+
+
+def test_tolerance_and_structure_are_per_variant():
+    recorder = Recorder()
+    loose = recorder.variant("loose", offset=1e-3, atol=1e-2)
+    harness.run_calls([recorder.variant("reference"), loose], recorder.make_inputs, calls=2)
+    pair = harness.Variant("pair", lambda x: [x * 2, x])
+    with pytest.raises(harness.OutputMismatch, match="2 outputs, expected 1"):
+        harness.run_calls([recorder.variant("reference"), pair], recorder.make_inputs, calls=1)
+
+
+def test_prepare_gives_each_variant_its_own_arguments():
+    recorder = Recorder()
+    as_numpy = harness.Variant("numpy", lambda x: x * 2,
+                               prepare=lambda args: tuple(a.asnumpy() for a in args))
+    times = harness.run_calls([recorder.variant("reference"), as_numpy],
+                              recorder.make_inputs, calls=3)
+    assert [len(ms) for ms in times.values()] == [3, 3]
+
+
+def test_normal_array_is_new_with_the_same_values_per_call():
+    a, b = harness.normal_array((3, 2), call=7), harness.normal_array((3, 2), call=7)
+    assert a is not b and np.array_equal(a.asnumpy(), b.asnumpy())
+    assert not np.array_equal(a.asnumpy(), harness.normal_array((3, 2), call=8).asnumpy())
+
+
+def test_table_under_the_command_line(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [os.path.join(harness.REPO, "benchmarks", "x.py"),
+                                      "--repeats", "5"])
+    harness.print_table("title", ["variant", "ms"], [["a", 35.551], ["b", 0.6481], ["c", 320.98]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:7] == ["**title** (`.venv/bin/python benchmarks/x.py --repeats 5`)", "",
+                          "| variant | ms |", "|---|---|", "| a | 35.6 |", "| b | 0.648 |"]
+    assert lines[7] == "| c | 321.0 |"
