@@ -17,6 +17,8 @@ from . import arguments, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
 from .capture import Tracer
 from .executor import GraphExecutor
+from .frames import room_for_converted_code
+from .recursion import NOT_SERVED, RecursionEngine
 from .served import CallCounts, Served
 from .speed_check import GRAPH, PYTHON, SpeedCheck
 from .transpiler import convert_block
@@ -46,6 +48,9 @@ class BlockRunner:
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
+        # A forward recursing over Python data runs on compiled bodies, not a graph
+        # per structure (recursion/).
+        self.recursion = RecursionEngine.for_block(block, self.forward, self.tvm)
         self.calls = CallCounts()
         self.fallback = None            # why the block runs as Python, once it does
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
@@ -67,7 +72,8 @@ class BlockRunner:
                 return self.original(*args)
             self.running = True
             try:
-                return self._call(args)
+                with room_for_converted_code():
+                    return self._call(args)
             finally:
                 self.running = False
 
@@ -76,6 +82,18 @@ class BlockRunner:
             self.calls.note(Served.PROFILING)
             with speculation.profiling(self.profile):
                 return self.forward(*args)
+        if self.recursion is not None and self.recursion.serving:
+            try:
+                result = self.recursion.serve(args)
+            except ControlFlowError:
+                raise
+            except tracing.FallbackRequired as error:
+                return self._fall_back(str(error), args)
+            except Exception as error:  # noqa: BLE001 - sorted out by running the call as written
+                return self._after_trace_error(error, args)
+            if result is not NOT_SERVED:
+                self.calls.note(Served.RECURSION)
+                return result
         try:
             layout = arguments.ArgumentLayout(args)
         except arguments.Unsupported as error:
@@ -174,6 +192,7 @@ class BlockRunner:
                 "guard_failures": list(self.guard_failures),
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
+                "recursion": self.recursion.report() if self.recursion is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.last_guard_failure[where])
                                    for where in sorted(self.profile.relaxed)},

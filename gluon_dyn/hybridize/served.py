@@ -7,6 +7,7 @@ import enum
 class Served(enum.Enum):
     PROFILING = "profiled: run as written while tensor predicates are recorded"
     GRAPH = "a graph"
+    RECURSION = "the recursion engine: compiled bodies, nodes batched"
     GUARD_FAILED = "as written: a guard failed in the graph's run"
     SPEED_CHECK = "as written: timed against the graph"
     FALLBACK = "as written: the block runs as Python"
@@ -14,7 +15,7 @@ class Served(enum.Enum):
 
     @property
     def on_graph(self):
-        return self is Served.GRAPH
+        return self in (Served.GRAPH, Served.RECURSION)
 
 
 class CallCounts:
@@ -31,11 +32,13 @@ class CallCounts:
         return sum(self.counts.values())
 
     def report(self):
-        """{"total", "graph", "after_profiling", "graph_share_after_profiling", "last",
-        and a count per way of serving}: shares are fractions (None before any call)."""
+        """{"total", "graph" (calls served by graphs: traced graphs and the recursion
+        engine), "after_profiling", "graph_share_after_profiling", "last", and a
+        count per way of serving}: shares are fractions (None before any call)."""
         after = self.total - self.counts[Served.PROFILING]
-        return {"total": self.total, "graph": self.counts[Served.GRAPH],
+        on_graph = sum(count for served, count in self.counts.items() if served.on_graph)
+        return {"total": self.total, "graph": on_graph,
                 "after_profiling": after,
-                "graph_share_after_profiling": self.counts[Served.GRAPH] / after if after else None,
+                "graph_share_after_profiling": on_graph / after if after else None,
                 "last": self.last.name.lower() if self.last else None,
                 "by_kind": {served.name.lower(): self.counts[served] for served in Served}}

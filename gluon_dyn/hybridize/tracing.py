@@ -36,6 +36,9 @@ class Trace:
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
+        # (function, args, kwargs) -> result, or NotImplemented: calls of converted
+        # code this trace handles itself (recursion/body.py), if any.
+        self.call_handler = None
 
     def record(self, location, fate):
         """Note what a converted statement became in this trace."""

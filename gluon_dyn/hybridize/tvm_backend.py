@@ -41,10 +41,17 @@ class TvmBackend:
         if key not in executor.tvm_plans and len(executor.tvm_plans) < MAX_PLANS:
             executor.tvm_plans[key] = self._build(executor.capture.symbol, inputs)
 
-    def _build(self, symbol, inputs):
+    def symbolic_plan(self, symbol, inputs, symbolic_dims):
+        """A plan for `symbol` on inputs shaped like `inputs` except in the
+        `symbolic_dims` ({input name: {axis: dim name}}), or None (MXNet runs it)."""
+        return self._build(symbol, inputs, symbolic_dims)
+
+    def _build(self, symbol, inputs, symbolic_dims=None):
         try:
-            plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs, **self.options)
-            # The graph cache keys on the input shapes and dtypes the plan was built for.
+            plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs,
+                                         symbolic_dims=symbolic_dims, **self.options)
+            # The graph cache (or the recursion engine) guarantees the input shapes and
+            # dtypes the plan was built for.
             plan.check_inputs = False
             return plan
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot

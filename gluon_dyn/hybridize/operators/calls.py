@@ -58,6 +58,10 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, mx.sym.Symbol) for a in args):
         return TensorRange(*args)
     trace = tracing.current()
+    if trace is not None and trace.call_handler is not None:
+        handled = trace.call_handler(f, args, kwargs)
+        if handled is not NotImplemented:
+            return handled
     if trace is not None and trace.staging and _mutates_container(f):
         raise tracing.FallbackRequired(
             "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends on "
