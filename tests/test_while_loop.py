@@ -193,6 +193,25 @@ def test_two_step_outputs_backward_hybridized():
     check_while(fn, [(nd([1.0, 2.0]),)], grad_inputs=(0,), reference=reference)
 
 
+def test_a_per_step_output_computed_only_from_comparisons_trains():
+    """A per-step flag (a comparison, no gradient) beside a differentiable output: MXNet's
+    loop backward needs the flag's dead gradient recognised through `where` (whose
+    condition passes no gradient), or it fails its "in_attrs->size()" check."""
+    def fn(block, F, x):
+        def body(i, s):
+            flag = F.cast(F.sum(s).reshape((1,)) > 3, dtype="float32")
+            return [s * 2, flag], [i + 1, s * 2]
+        outs, (i, s) = while_loop(lambda i, s: i < 3, body, [F.zeros((1,)), x], max_iterations=4)
+        return [outs[0], outs[1], s]
+
+    def reference(block, x):
+        doubled = [x * 2, x * 4, x * 8]
+        flags = [nd([float(v.sum().asscalar() > 3)]) for v in (x, x * 2, x * 4)]
+        return [pad_rows(doubled, x, 4), pad_rows(flags, nd([0.0]), 4), x * 8]
+
+    check_while(fn, [(nd([0.5, 0.25]),), (nd([1.0, 2.0]),)], grad_inputs=(0,), reference=reference)
+
+
 @pytest.mark.parametrize("first_limit", [0, 2])
 def test_zero_trip_count_hybridized_forward_only(first_limit):
     def fn(block, F, x, limit):

@@ -81,8 +81,10 @@ class ShapeLadder:
         return relaxed
 
 
-def key_for(block, training, layout, ladder):
-    return CacheKey(training, python_state(block),
+def key_for(block, training, layout, ladder, number_paths):
+    """The key of a call; number-state attributes (`number_paths`) are graph inputs,
+    not part of it."""
+    return CacheKey(training, python_state(block, unkeyed=number_paths),
                     arguments.relaxed_structure(layout, ladder.open_dims()))
 
 

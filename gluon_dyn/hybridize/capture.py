@@ -12,7 +12,8 @@ import typing
 import mxnet as mx
 
 from . import arguments, guards, tracing
-from .python_state import Rollback, as_list, block_tree, like, tensor_attributes
+from .python_state import (NUMBER_TYPES, NumbersChanged, Rollback, as_list, block_tree, like,
+                           owner_of, tensor_attributes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +39,17 @@ class StateInput:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class NumberInput:
+    """A Python number kept on a block that the forward changes (number state), as a
+    one-element float32 array."""
+    owner: mx.gluon.Block
+    attr: str
+
+    def value(self, args, states):
+        return mx.nd.array([getattr(self.owner, self.attr)], dtype="float32")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class ParameterInput:
     parameter: mx.gluon.Parameter
 
@@ -57,11 +69,28 @@ class CapturedInput:
 
 @dataclasses.dataclass(frozen=True)
 class StateWrite:
-    """The attribute `path` is assigned `count` graph outputs, as a `container`
-    (list or tuple) or, for mx.sym.Symbol, a single array."""
+    """After a run, the attribute `path` is set to `rebuild(outputs)`, from `count`
+    graph outputs: an array, a list or tuple of them, a Python number (number
+    state), or a constant (count 0)."""
     path: str
-    container: type
     count: int
+    rebuild: typing.Callable
+
+
+def _tensor_write(path, value):
+    count = len(as_list(value))
+    if isinstance(value, (list, tuple)):
+        return StateWrite(path, count, type(value))
+    return StateWrite(path, count, lambda outputs: outputs[0])
+
+
+def _number_write(path, number_type):
+    return StateWrite(path, 1, lambda outputs: python_number(outputs[0].asscalar(), number_type))
+
+
+def python_number(value, number_type):
+    """A number computed as float32 in a graph, as the Python type it was kept as."""
+    return number_type(round(value)) if number_type in (bool, int) else number_type(value)
 
 
 @dataclasses.dataclass
@@ -90,8 +119,20 @@ class Tracer:
         self.profile = profile      # speculation.Profile to speculate from, or None
         self.statements = {}        # "file:line" -> fates.Fate, over all traces
         self.traces = 0
+        # Block attributes holding Python numbers the forward changes: graph inputs
+        # and outputs (so not part of the cache key), learnt from traces.
+        self.number_paths = set()
 
     def capture(self, args, layout, exact):
+        """A Capture of the forward on `args`; traced a second time when the first
+        trace finds numbers on blocks that it changes."""
+        try:
+            return self._capture(args, layout, exact)
+        except NumbersChanged as change:
+            self.number_paths |= change.paths
+            return self._capture(args, layout, exact)
+
+    def _capture(self, args, layout, exact):
         self.traces += 1
         prefix = self.block.prefix.rstrip("_") or "block"
         symbols, sources, shapes, replaced = list(args), {}, {}, []
@@ -101,8 +142,9 @@ class Tracer:
                 array = arguments.put(symbols, path, mx.sym.var(name))
                 replaced.append((path, array))
                 sources[name], shapes[name] = ArgumentInput(path), array.shape
-            with Rollback(self.block) as rollback:
+            with Rollback(self.block, frozenset(self.number_paths)) as rollback:
                 substituted = self._state_as_variables(prefix, sources, shapes)
+                numbers = self._numbers_as_variables(prefix, sources, shapes)
                 params = {p.name: p for p in self.block.collect_params().values()}
                 shapes.update({name: p.shape for name, p in params.items()
                                if p.shape and all(p.shape)})
@@ -114,17 +156,18 @@ class Tracer:
                 finally:
                     self.statements.update(trace.statements)
                 # State the forward assigned (an attribute it left as it was is not written back).
-                written = {path: value for path, (_, _, value) in
-                           tensor_attributes(self.block).items()
-                           if any(isinstance(v, mx.sym.Symbol) for v in as_list(value))
-                           and value is not substituted.get(path)}
+                writes = self._number_writes(numbers) + [
+                    (_tensor_write(path, value), as_list(value))
+                    for path, (_, _, value) in tensor_attributes(self.block).items()
+                    if path not in numbers and value is not substituted.get(path)
+                    and any(isinstance(v, mx.sym.Symbol) for v in as_list(value))]
                 rollback.keep_graph_state()
         finally:
             for path, array in reversed(replaced):
                 arguments.put(symbols, path, array)
         shape_reads = {i: trace.shape_reads.get("%s_data%d" % (prefix, i), set())
                        for i in range(len(layout.leaves))}
-        return self._graph(out, written, trace, sources, params, shape_reads, exact)
+        return self._graph(out, writes, trace, sources, params, shape_reads, exact)
 
     def _state_as_variables(self, prefix, sources, shapes):
         """Replace each array kept on the block tree by a graph input variable."""
@@ -139,11 +182,38 @@ class Tracer:
             setattr(owner, attr, substituted[path])
         return substituted
 
-    def _graph(self, out, written, trace, sources, params, shape_reads, exact):
+    def _numbers_as_variables(self, prefix, sources, shapes):
+        """Replace each number-state attribute by a graph input; {path: (owner, attr,
+        variable, Python type)}."""
+        numbers = {}
+        for path in sorted(self.number_paths):
+            owner, attr = owner_of(self.block, path)
+            name = "%s_number_%s" % (prefix, path.replace(".", "_"))
+            sources[name], shapes[name] = NumberInput(owner, attr), (1,)
+            variable = mx.sym.var(name)
+            numbers[path] = (owner, attr, variable, type(getattr(owner, attr)))
+            setattr(owner, attr, variable)
+        return numbers
+
+    def _number_writes(self, numbers):
+        """(StateWrite, graph outputs) for each number-state attribute the trace changed."""
+        writes = []
+        for path, (owner, attr, variable, number_type) in numbers.items():
+            now = getattr(owner, attr)
+            if isinstance(now, mx.sym.Symbol) and now is not variable:
+                writes.append((_number_write(path, number_type), [now]))
+            elif isinstance(now, NUMBER_TYPES):
+                writes.append((StateWrite(path, 0, lambda outputs, now=now: now), []))
+            elif now is not variable:
+                raise tracing.FallbackRequired("the forward sets %s, a number it changes, to a %s"
+                                               % (path, type(now).__name__),
+                                               type(self.block).__name__)
+        return writes
+
+    def _graph(self, out, writes, trace, sources, params, shape_reads, exact):
         outputs, out_format = _flatten_outputs(out)
-        state_writes = [StateWrite(path, type(value), len(as_list(value)))
-                        for path, value in written.items()]
-        state_outputs = [v for value in written.values() for v in as_list(value)]
+        state_writes = [write for write, _ in writes]
+        state_outputs = [v for _, values in writes for v in values]
         # An output that is an input as it came (`return x`) must be a node of the
         # graph for MXNet's backward: pass it through identity.
         heads = [mx.sym.identity(o) if o.get_children() is None else o

@@ -49,9 +49,7 @@ class GraphExecutor:
         position = capture.num_outputs
         for write in capture.state_writes:
             owner, attr = owner_of(block, write.path)
-            values = results[position:position + write.count]
-            setattr(owner, attr, values[0] if write.container is mx.sym.Symbol else
-                    write.container(values))
+            setattr(owner, attr, write.rebuild(results[position:position + write.count]))
             position += write.count
         if plan is None and self.tvm is not None:
             self.tvm.after_mxnet_run(self, inputs)

@@ -17,6 +17,17 @@ class Guard:
     location: str
     holds: mx.sym.Symbol
     failure: str          # what the user reads when it fails
+    # A speculative assumption is no longer made once it failed (speculation.py); a
+    # bound (how many rows a loop's appends fit) is re-profiled instead.
+    speculative: bool = True
+
+    def __post_init__(self):
+        # One float32 element, 1 where the assumption held: the guard vector's format.
+        self.holds = mx.sym.cast(mx.sym.reshape(self.holds, shape=(1,)), dtype="float32")
+
+    def routed(self, holds):
+        """This guard, checked through `holds` (its result carried out of a branch or loop)."""
+        return Guard(self.location, holds, self.failure, self.speculative)
 
     def __str__(self):
         return self.failure
@@ -37,10 +48,17 @@ def loop_test_guard(location, test, expected, trips):
                  "loop at %s: trip count differs from %d" % (location, trips))
 
 
+def loop_bound_guard(location, test, bound):
+    """The graph loop at `location`, allotted `bound` iterations for its appends, ended
+    by itself: its test is false after the loop."""
+    return Guard(location, mx.sym.logical_not(_truth(test)),
+                 "loop at %s ran past the %d iterations allotted to its appends" % (location, bound),
+                 speculative=False)
+
+
 def guard_vector(guards):
     """The graph output holding every guard's result, in order (float32, one per guard)."""
-    return mx.sym.concat(*[mx.sym.cast(mx.sym.reshape(g.holds, shape=(1,)), dtype="float32")
-                           for g in guards], dim=0)
+    return mx.sym.concat(*[g.holds for g in guards], dim=0)
 
 
 def failed(guards, vector):

@@ -7,6 +7,7 @@ from . import tracing
 from .transpiler import global_containers, global_state
 
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
+NUMBER_TYPES = (bool, int, float)
 # Public attributes never branched on as values: child blocks (keyed by identity
 # below) and parameters (graph inputs).
 _SKIPPED_TYPES = (mx.gluon.Block, mx.gluon.Parameter)
@@ -19,10 +20,11 @@ def _is_simple(value):
         isinstance(value, tuple) and all(_is_simple(item) for item in value))
 
 
-def python_state(block):
-    """The Python values a forward may branch on: those of the block tree, and the
+def python_state(block, unkeyed=frozenset()):
+    """The Python values a forward may branch on: those of the block tree (but the
+    attribute paths in `unkeyed`, which graphs take as inputs), and the
     module-level values converted code reads."""
-    return _block_state(block) + global_state()
+    return tuple(item for item in _block_state(block) if item[0] not in unkeyed) + global_state()
 
 
 def _block_state(block):
@@ -102,17 +104,29 @@ def owner_of(block, path):
     return node, attr
 
 
+class NumbersChanged(Exception):
+    """A trace changed Python numbers kept on blocks (`self.count += 1`): traced
+    again with them as number state (graph inputs and outputs), it can hold them."""
+
+    def __init__(self, paths):
+        super().__init__("the forward changes %s" % ", ".join(sorted(paths)))
+        self.paths = set(paths)
+
+
 class Rollback:
     """Context manager around a trace: whatever stops the trace, the block tree's
     attributes and the lists, dicts and sets it and the module hold are as before.
 
     A trace that completes must still leave no side effect: `keep_graph_state()`
     undoes the tensor attributes it assigned (they are written back after each
-    run) and raises FallbackRequired, after undoing everything, if the trace
-    stored graph values into containers or changed Python values."""
+    run), and, after undoing everything, raises NumbersChanged if it changed
+    numbers kept on blocks that are not yet number state (`number_paths`), and
+    FallbackRequired if it stored graph values into containers or changed other
+    Python values."""
 
-    def __init__(self, block):
+    def __init__(self, block, number_paths=frozenset()):
         self.block = block
+        self.number_paths = number_paths
         self.saved = public_attributes(block)
         self.containers = [(container, container.copy()) for container in
                             [value for _, _, value in self.saved.values()
@@ -127,7 +141,11 @@ class Rollback:
             self.undo(everything=True)
 
     def keep_graph_state(self):
+        numbers = self._changed_numbers()
         self.undo(everything=False)
+        if numbers:
+            self.undo(everything=True)
+            raise NumbersChanged(numbers)
         leaked = self._holding_symbols()
         if leaked:
             self.undo(everything=True)
@@ -162,6 +180,18 @@ class Rollback:
                     container.extend(contents)
                 else:
                     container.update(contents)
+
+    def _changed_numbers(self):
+        """Block attributes that held a Python number and now hold another one, or a
+        graph value (a number a branch on a tensor changes)."""
+        changed = []
+        for path, (owner, attr, value) in self.saved.items():
+            now = vars(owner).get(attr, _MISSING)
+            if path not in self.number_paths and isinstance(value, NUMBER_TYPES) and (
+                    isinstance(now, mx.sym.Symbol) or
+                    (isinstance(now, NUMBER_TYPES) and now != value)):
+                changed.append(path)
+        return changed
 
     def _holding_symbols(self):
         """(name, kind) of the first attribute or kept container the trace left a Symbol in."""

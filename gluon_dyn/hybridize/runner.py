@@ -100,7 +100,7 @@ class BlockRunner:
             return self._fall_back(str(error), args)
         self.ladder.note_call(layout)
         training = autograd.is_training()
-        key = key_for(self.block, training, layout, self.ladder)
+        key = key_for(self.block, training, layout, self.ladder, self.tracer.number_paths)
         executor = self.cache.get(key)
         if executor is not None:
             return self._serve(executor, args)
@@ -121,7 +121,8 @@ class BlockRunner:
         self.ladder.note_reads(capture.shape_reads)
         executor = GraphExecutor(capture, self.tvm)
         # The trace's shape reads may close dims the key left open: key it afresh.
-        self.cache.put(key_for(self.block, training, layout, self.ladder), executor)
+        self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.number_paths),
+                       executor)
         return self._run(executor, args)
 
     def _serve(self, executor, args):
@@ -150,8 +151,9 @@ class BlockRunner:
         # that is one failed assumption.
         for guard in {guard.location: guard for guard in run.failed_guards}.values():
             self.guard_failures.append(guard.failure)
-            self.last_guard_failure[guard.location] = guard.failure
-            self.profile.guard_failed(guard.location)
+            if guard.speculative:
+                self.last_guard_failure[guard.location] = guard.failure
+                self.profile.guard_failed(guard.location)
         self.cache.clear()
         self.calls.note(Served.GUARD_FAILED)
         with speculation.profiling(self.profile):

@@ -33,6 +33,7 @@ class Trace:
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
         self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
+        self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
         # (node name, output index) -> shape, for the outputs of cond and while_loop
         # nodes: MXNet 1.9.1 cannot infer them, the converter knows them.
         self.control_flow_shapes = {}
@@ -170,8 +171,26 @@ class staging:
             trace.staging -= 1
 
 
+# Iterations allotted to the appends of a graph loop never profiled (guarded: a
+# loop that runs longer fails its guard, and the call runs as Python, profiled).
+DEFAULT_LOOP_BOUND = 64
+
+
+def loop_bound(location):
+    """The iterations a graph loop's per-step outputs are allotted: twice the most
+    its profiled runs made (a power of two), or DEFAULT_LOOP_BOUND."""
+    trace = current()
+    seen = trace.profile.trip_counts.get(location) if trace.profile is not None else None
+    if not seen:
+        return DEFAULT_LOOP_BOUND
+    return max(DEFAULT_LOOP_BOUND, 1 << (2 * max(seen) - 1).bit_length())
+
+
 def add_guard(guard):
-    current().guards.append(guard)
+    """Check `guard` in the graph: at the top level, or routed out of the branch or
+    loop body being traced (effects.EffectFrame), which adds it where it ends up."""
+    trace = current()
+    (trace.effect_frames[-1].guards if trace.effect_frames else trace.guards).append(guard)
 
 
 def record(location, statement, became, detail):

@@ -25,6 +25,15 @@ ZERO_GRADIENT_OPS = frozenset([
 ])
 
 
+# Inputs (by position) through which an operator passes no gradient: a condition,
+# indices, or an array only its shape is taken from.
+NON_DIFFERENTIABLE_INPUTS = {
+    "where": {0}, "broadcast_like": {1}, "reshape_like": {1}, "slice_like": {1},
+    "take": {1}, "pick": {1}, "batch_take": {1}, "gather_nd": {1}, "Embedding": {0},
+    "_contrib_boolean_mask": {1},
+}
+
+
 def gradient_dead_outputs(graph):
     """Indices of `graph`'s outputs with no differentiable path to any input."""
     nodes = json.loads(graph.tojson())["nodes"]
@@ -35,6 +44,8 @@ def gradient_dead_outputs(graph):
         elif node["op"] in ZERO_GRADIENT_OPS or node["op"].startswith(("_random_", "_sample_")):
             alive.append(False)
         else:
-            alive.append(any(alive[entry[0]] for entry in node["inputs"]))
+            blocked = NON_DIFFERENTIABLE_INPUTS.get(node["op"], ())
+            alive.append(any(alive[entry[0]] for position, entry in enumerate(node["inputs"])
+                             if position not in blocked))
     heads = json.loads(graph.tojson())["heads"]
     return [i for i, head in enumerate(heads) if not alive[head[0]]]

@@ -8,6 +8,7 @@ import operator
 
 import mxnet as mx
 
+from .. import effects
 from .values import is_symbol
 
 _PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -36,4 +37,6 @@ def augmented_assign(target, value, name):
     """`target op= value`: rebinding for Symbols, which have no in-place form."""
     if is_symbol(target):
         return binary_op(target, value, name)
+    if isinstance(target, list) and name == "+":
+        effects.note_append(target)     # `acc += [h]` appends, as acc.extend([h])
     return _IN_PLACE[name](target, value)

@@ -11,8 +11,9 @@ from malt.impl import api
 from malt.operators import variables
 
 from ... import ops
-from .. import tracing
+from .. import effects, tracing
 from ...origin import caller_location
+from . import consumers
 from .loops import TensorRange
 
 _NAMESPACES = [(mx.nd, mx.sym), (mx.nd.contrib, mx.sym.contrib), (mx.nd.random, mx.sym.random),
@@ -50,6 +51,7 @@ def _as_symbol(value, trace):
     return trace.capture(value) if isinstance(value, mx.nd.NDArray) else value
 
 
+_APPENDS = {"append", "extend"}   # kept in the graph under tensor control flow (effects.py)
 _MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
              "add", "discard", "popitem", "sort", "reverse", "__setitem__", "__delitem__"}
 
@@ -63,15 +65,19 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
         if handled is not NotImplemented:
             return handled
     if trace is not None and trace.staging and _mutates_container(f):
-        raise tracing.FallbackRequired(
-            "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends on "
-            "a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
+        if not (isinstance(f.__self__, list) and f.__name__ in _APPENDS and trace.effect_frames):
+            raise tracing.FallbackRequired(
+                "`%s.%s` inside a branch or loop on a tensor: a Python side effect that depends "
+                "on a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
+        effects.note_append(f.__self__)
     if trace is not None:
         if id(f) in _UNREPLAYABLE:
             raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location())
         if id(f) in _symbolic:
             f = _symbolic[id(f)]
             args, kwargs = _captured(args, kwargs, trace)
+        if consumers.holds_markers(args):
+            return consumers.consume(f, args, kwargs)
         elif trace.ndarray_code and _has_symbol(list(args) + list((kwargs or {}).values())):
             # Mixing arrays made outside converted code (a cell's begin_state) with
             # traced values: the arrays become graph inputs. They are functions of the

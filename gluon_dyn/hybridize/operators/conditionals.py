@@ -12,13 +12,14 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ... import ops
 from ...ops import ControlFlowError
 from ...origin import caller_location
-from .. import speculation, tracing
+from .. import effects, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
 from .values import NUMBERS, is_symbol, note_shape, same_python_value
 
 
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
+    effects.refuse_markers(cond, "tested for truth")
     if not is_symbol(cond):
         if isinstance(cond, mx.nd.NDArray):
             speculation.record_branch(caller_location(), cond)
@@ -35,18 +36,21 @@ def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
 
 
 def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nouts):
-    """The `if` at `where` as a cond node choosing the values of the variables it changes."""
+    """The `if` at `where` as a cond node choosing the values of the variables it
+    changes; elements the branches append to lists come out as Conditional ones, and
+    guards made inside the branches come out too (true for the branch not taken)."""
     initial = get_state()
 
     def run(block):
         set_state(initial)
-        block()
-        return get_state()[:nouts]
+        with effects.EffectFrame() as frame:
+            block()
+        return get_state()[:nouts], frame
 
     # A first pass over both branches tells which outputs are tensors (chosen by
     # the graph) and which are Python values the branches must agree on.
     with tracing.staging():
-        then_values, else_values = run(body), run(orelse)
+        (then_values, then_probe), (else_values, else_probe) = run(body), run(orelse)
     kinds = [_output_kind(where, symbol_names[i], then_values[i], else_values[i])
              for i in range(nouts)]
     # Python numbers on both sides are chosen by an elementwise select, outside the
@@ -54,29 +58,94 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
     selected = [i for i, kind in enumerate(kinds) if kind == "number" and
                 isinstance(then_values[i], NUMBERS) and isinstance(else_values[i], NUMBERS)]
     staged = [i for i, kind in enumerate(kinds) if kind != "python" and i not in selected]
-    if not staged and not selected:
-        raise tracing.FallbackRequired(
-            "this `if` tests a tensor but its branches change no tensor that is used later: "
-            "only Python side effects (such as appending to a list) depend on it", where)
+    probes = {body: _extras(where, then_probe), orelse: _extras(where, else_probe)}
+    traced_guards = {}
 
-    def branch(block, probe, other):
+    def branch(block, probe, other, other_block):
         def traced():
-            values = run(block)
-            return [_as_branch_output(values[i], probe[i], other[i], kinds[i]) for i in staged]
+            values, frame = run(block)
+            own = _extras(where, frame)
+            if [is_guard for _, is_guard in own] != [is_guard for _, is_guard in probes[block]]:
+                raise tracing.FallbackRequired("the branch appends differently when traced again",
+                                               where)
+            traced_guards[block] = frame.guards
+            stand_ins = [_stand_in(where, symbol, is_guard)
+                         for symbol, is_guard in probes[other_block]]
+            own = [symbol for symbol, _ in own]
+            return [_as_branch_output(values[i], probe[i], other[i], kinds[i])
+                    for i in staged] + (own + stand_ins if block is body else stand_ins + own)
         return traced
 
     final = list(then_values) + list(initial[nouts:])
-    if staged:
+    if staged or probes[body] or probes[orelse]:
         with tracing.staging():
-            chosen = ops.cond(cond, branch(body, then_values, else_values),
-                              branch(orelse, else_values, then_values))
+            chosen = ops.cond(cond, branch(body, then_values, else_values, orelse),
+                              branch(orelse, else_values, then_values, body))
         for position, value in zip(staged, chosen):
             final[position] = value
             note_shape(value, then_values[position], else_values[position])
+        taken = effects.flag(cond)
+        routed = iter(chosen[len(staged):])
+        for block, frame, presence in ((body, then_probe, taken), (orelse, else_probe, 1 - taken)):
+            for target, items in frame.appends:
+                effects.note_append(target)
+                target.extend(_present_when(item, _routed(routed, item), presence)
+                              for item in items)
+            for guard in traced_guards[block]:
+                tracing.add_guard(guard.routed(next(routed)))
     for position in selected:
         final[position] = mx.sym.where(cond, mx.sym.full(shape=(1,), val=float(then_values[position])),
                                        mx.sym.full(shape=(1,), val=float(else_values[position])))
     set_state(tuple(final))
+
+
+def _extras(where, frame):
+    """What a branch outputs besides the variables, as (Symbol, whether it is a
+    guard's result): the Symbols of each appended element (checked to be graph
+    values), then each guard's result."""
+    extras = []
+    for _, items in frame.appends:
+        for item in items:
+            if not (is_symbol(item) or effects.is_marker(item)):
+                raise tracing.FallbackRequired(
+                    "a branch on a tensor appends a Python %s to a list; only arrays can be kept "
+                    "in the graph" % type(item).__name__, where)
+            extras += [(part, False) for part in _parts(item)]
+    return extras + [(guard.holds, True) for guard in frame.guards]
+
+
+def _stand_in(where, symbol, is_guard):
+    """What the branch that did not make `symbol` outputs in its place: for a guard's
+    result 1 (it held), for an appended value zeros of its shape (it is absent)."""
+    if is_guard:
+        return mx.sym.ones((1,))
+    try:
+        return mx.sym.zeros(shape=tracing.current().inferred_shape(symbol))
+    except AttributeError:
+        raise tracing.FallbackRequired("a branch on a tensor appends to a list a value whose "
+                                       "shape is not known while tracing", where) from None
+
+
+def _routed(outputs, item):
+    """The cond outputs carrying `item` out of its branch (their shapes are the item's)."""
+    parts = []
+    for probe in _parts(item):
+        parts.append(next(outputs))
+        note_shape(parts[-1], probe)
+    return parts
+
+
+def _parts(item):
+    """The Symbols a branch outputs for one appended element."""
+    return item.parts() if effects.is_marker(item) else [item]
+
+
+def _present_when(item, parts, presence):
+    """The element a branch appended, routed out of the cond as `parts`, present
+    when the branch was taken (`presence`)."""
+    if effects.is_marker(item):
+        return item.rebuild(parts, presence)
+    return effects.Conditional(parts[0], presence)
 
 
 def _as_branch_output(value, probe, other, kind):
@@ -126,6 +195,7 @@ def _output_kind(where, name, then_value, else_value):
 
 
 def if_exp(cond, if_true, if_false, expr_repr):
+    effects.refuse_markers(cond, "tested for truth")
     if not is_symbol(cond):
         if tracing.current() is not None:
             tracing.record(caller_location(), Statement.IF_EXPRESSION, Became.PYTHON,

@@ -2,15 +2,18 @@
 import mxnet as mx
 from malt.operators import logical as python_logical
 
+from .. import effects
 from .values import is_symbol
 
 
 def not_(a):
+    effects.refuse_markers(a, "tested for truth")
     return mx.sym.logical_not(a) if is_symbol(a) else python_logical.not_(a)
 
 
 def and_(a, b):
     left = a()
+    effects.refuse_markers(left, "tested for truth")
     if not is_symbol(left):
         return left and b()
     return mx.sym.broadcast_logical_and(left, _as_truth_tensor(b()))
@@ -18,6 +21,7 @@ def and_(a, b):
 
 def or_(a, b):
     left = a()
+    effects.refuse_markers(left, "tested for truth")
     if not is_symbol(left):
         return left or b()
     return mx.sym.broadcast_logical_or(left, _as_truth_tensor(b()))

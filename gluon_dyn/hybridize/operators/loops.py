@@ -12,7 +12,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ... import ops
 from ...ops import ControlFlowError
 from ...origin import caller_location
-from .. import speculation, tracing
+from .. import effects, guards, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
 from .conditionals import staged_if
@@ -59,6 +59,7 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
                        "while_loop over a range with tensor bounds (graph)")
         return _staged_range(where, iter_, extra_test, body, get_state, set_state, symbol_names)
     if not is_symbol(iter_):
+        effects.refuse_markers(iter_, "iterated over")
         return _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state,
                                      symbol_names, opts)
     start = 0
@@ -92,7 +93,7 @@ def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, 
     """A `for` over a Python iterable runs as Python. Once a `break` depends on a
     tensor, every remaining iteration runs under a cond on "no break yet": the
     iterable is finite and known, so this unrolls it."""
-    no_break_yet = []
+    no_break_yet, iterations = [], [0]
 
     def test():
         more = extra_test()
@@ -102,6 +103,7 @@ def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, 
         return more
 
     def guarded_body(item):
+        iterations[0] += 1
         if not no_break_yet:
             return body(item)
         return staged_if(where, no_break_yet[0], lambda: body(item), lambda: None, get_state,
@@ -109,6 +111,8 @@ def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, 
 
     python_statements.for_stmt(iter_, test if extra_test is not None else None, guarded_body,
                                get_state, set_state, symbol_names, opts)
+    if isinstance(iter_, mx.nd.NDArray):   # profiled rows of a tensor: the bound of its graph loop
+        speculation.record_trip_count(where, iterations[0])
     if no_break_yet:
         tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR, "unrolled in Python, "
                        "iterations after a tensor `break` under cond (graph)")
@@ -183,13 +187,75 @@ def _staged_count(where, start, in_range, item, step, extra_test, body, get_stat
 
 def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     initial = list(get_state())
-    # One pass of the body shows which variables it changes: tensors are carried by
+    # One pass of the body shows which variables it changes (tensors are carried by
     # the graph loop, Python numbers it changes become tensors, other Python values
-    # must stay as they are.
-    with tracing.staging():
+    # must stay as they are), what it appends to lists and the guards it makes: those
+    # are per-step outputs.
+    with tracing.staging(), effects.EffectFrame() as probe:
         body()
     after = list(get_state())
     set_state(tuple(initial))
+    carried = _carried(where, initial, after, symbol_names)
+    appends, guard_count = _append_structure(where, probe.appends), len(probe.guards)
+    # Per-step outputs need a bound; a step counter tells which of their rows ran.
+    counted = bool(appends or guard_count)
+    bound = tracing.loop_bound(where) if counted else UNBOUNDED
+    body_guards = []
+
+    def with_carried(values):
+        state = list(initial)
+        for position, value in zip(carried, values):
+            state[position] = value
+        return tuple(state)
+
+    def loop_test(*values):
+        _know_shapes(values, [initial[i] for i in carried])
+        set_state(with_carried(values))
+        return test()
+
+    def loop_body(*values):
+        _know_shapes(values, [initial[i] for i in carried])
+        set_state(with_carried(values))
+        with effects.EffectFrame() as frame:
+            body()
+        state = get_state()
+        for i in range(len(state)):
+            if i not in carried and not same_python_value(state[i], initial[i]):
+                raise tracing.FallbackRequired("the loop on a tensor changes the Python value "
+                                               "`%s`" % symbol_names[i], where)
+        if _append_structure(where, frame.appends) != appends or \
+                len(frame.guards) != guard_count:
+            raise tracing.FallbackRequired("the loop appends differently when traced again", where)
+        body_guards[:] = frame.guards
+        step_outputs = [part for _, items in frame.appends for item in items
+                        for part in (item.parts() if effects.is_marker(item) else [item])]
+        step_outputs += [guard.holds for guard in frame.guards]
+        # A carried number the body left as a Python value (a `break` flag) is a tensor.
+        next_values = [as_tensor(state[i]) if isinstance(state[i], NUMBERS) else state[i]
+                       for i in carried]
+        return step_outputs, next_values + ([values[len(carried)] + 1] if counted else [])
+
+    start = [initial[i] for i in carried] + ([mx.sym.zeros((1,))] if counted else [])
+    with tracing.staging():
+        outputs, final = ops.while_loop(loop_test, loop_body, start, max_iterations=bound)
+    for position, value in zip(carried, final):
+        note_shape(value, initial[position])
+    set_state(with_carried(final))
+    if counted:
+        ran = mx.sym.broadcast_lesser(mx.sym.arange(bound), mx.sym.reshape(final[-1], shape=(1,)))
+        outputs = iter(outputs)
+        _append_rows(appends, outputs, ran, bound)
+        for guard in body_guards:   # held in every step that ran
+            tracing.add_guard(guard.routed(mx.sym.min(
+                mx.sym.reshape(next(outputs), shape=(bound,)) + (1 - ran))))
+        more = test()
+        if is_symbol(more):
+            tracing.add_guard(guards.loop_bound_guard(where, more, bound))
+
+
+def _carried(where, initial, after, symbol_names):
+    """Positions of the loop's variables the graph loop carries; numbers among them
+    become tensors in `initial`."""
     carried = []
     for i, (before, now) in enumerate(zip(initial, after)):
         name = symbol_names[i]
@@ -218,32 +284,57 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
                     "can only carry tensors and numbers" % (name, before, now), where)
             initial[i] = as_tensor(before)
             carried.append(i)
+    return carried
 
-    def with_carried(values):
-        state = list(initial)
-        for position, value in zip(carried, values):
-            state[position] = value
-        return tuple(state)
 
-    def loop_test(*values):
-        set_state(with_carried(values))
-        return test()
+def _append_structure(where, appends):
+    """[(list, [the kind of each element appended per step])]: an array, an array
+    appended under a branch (Conditional) or the appends of an inner loop (Rows)."""
+    structure = []
+    for target, items in appends:
+        kinds = []
+        for item in items:
+            if not (is_symbol(item) or effects.is_marker(item)):
+                raise tracing.FallbackRequired(
+                    "a loop on a tensor appends a Python %s to a list; a graph loop keeps "
+                    "appended arrays, not Python values" % type(item).__name__, where)
+            kinds.append(type(item))
+        structure.append((target, kinds))
+    return structure
 
-    def loop_body(*values):
-        set_state(with_carried(values))
-        body()
-        state = get_state()
-        for i in range(len(state)):
-            if i not in carried and not same_python_value(state[i], initial[i]):
-                raise tracing.FallbackRequired("the loop on a tensor changes the Python value "
-                                               "`%s`" % symbol_names[i], where)
-        # A carried number the body left as a Python value (a `break` flag) is a tensor.
-        return [], [as_tensor(state[i]) if isinstance(state[i], NUMBERS) else state[i]
-                    for i in carried]
 
-    with tracing.staging():
-        _, final = ops.while_loop(loop_test, loop_body, [initial[i] for i in carried],
-                                  max_iterations=UNBOUNDED)
-    for position, value in zip(carried, final):
-        note_shape(value, initial[position])
-    set_state(with_carried(final))
+def _append_rows(appends, outputs, ran, bound):
+    """Give each list the rows its appends made, from the loop's per-step `outputs`:
+    valid where the step ran and, for appends under a branch or in an inner loop,
+    where those were. Several appends per step interleave, as they happened."""
+    for target, kinds in appends:
+        if kinds == [mx.sym.Symbol]:
+            rows = effects.Rows(next(outputs), ran)
+        else:
+            values, valid = [], []
+            for kind in kinds:
+                value = next(outputs)
+                per_step = mx.sym.reshape(ran, shape=(bound, 1))
+                if kind is effects.Rows:   # (bound, inner rows, ...) and (bound, inner rows)
+                    values.append(value)
+                    valid.append(mx.sym.broadcast_mul(next(outputs), per_step))
+                    continue
+                values.append(mx.sym.expand_dims(value, axis=1))
+                valid.append(per_step * mx.sym.reshape(next(outputs), shape=(bound, 1))
+                             if kind is effects.Conditional else per_step)
+            rows = effects.Rows(mx.sym.reshape(mx.sym.concat(*values, dim=1), shape=(-3, -2)),
+                                mx.sym.reshape(mx.sym.concat(*valid, dim=1), shape=(-1,)))
+        effects.note_append(target)
+        target.append(rows)
+
+
+def _know_shapes(placeholders, initial):
+    """A graph loop's variables keep their shapes: tell the trace the shapes of the
+    placeholders standing for them in the loop's body and test."""
+    trace = tracing.current()
+    for placeholder, value in zip(placeholders, initial):
+        if placeholder.get_children() is None and placeholder.name not in trace.shapes:
+            try:
+                trace.shapes[placeholder.name] = trace.inferred_shape(value)
+            except AttributeError:
+                pass

@@ -6,13 +6,14 @@ an output.
 """
 import mxnet as mx
 
-from .. import tracing
+from .. import effects, tracing
 from .values import is_symbol
 
 
 def get_item(target, key):
     trace = tracing.current()
     if not is_symbol(target) or trace is None or len(target.list_outputs()) > 1:
+        effects.refuse_markers(target, "indexed")
         return target[key]
     key_parts = key if isinstance(key, tuple) else (key,)
     if not trace.ndarray_code:
