@@ -1,5 +1,7 @@
 """Recursive Gluon programs for the recursion engine's tests: forwards that recurse
 over Python trees in the ways users write them."""
+import io
+
 import mxnet as mx
 import numpy as np
 from mxnet import gluon
@@ -185,7 +187,8 @@ class TopDownRNN(TreeRNN):
 
 
 class CountingRNN(TreeRNN):
-    """Counts its calls on the block: Python state the recursion engine does not keep."""
+    """Counts its calls on the block: number state, which the recursion engine does
+    not keep (the runner's graphs do)."""
 
     def __init__(self):
         super().__init__()
@@ -194,6 +197,17 @@ class CountingRNN(TreeRNN):
     def forward(self, trees):
         self.calls += 1
         return super().forward(trees)
+
+
+class PrintingRNN(TreeRNN):
+    """Prints on every call: the forward runs as Python."""
+
+    def forward(self, trees):
+        print(len(trees), file=LOG)
+        return super().forward(trees)
+
+
+LOG = io.StringIO()
 
 
 class PerNodeValueRNN(TreeRNN):

@@ -14,7 +14,7 @@ import numpy as np
 from ...origin import user_location
 from .. import tracing
 from ..capture import CapturedInput, ParameterInput
-from ..python_state import Rollback, tensor_attributes
+from ..python_state import NumbersChanged, Rollback, tensor_attributes
 from .discovery import walk_subtree
 from .structure import (NUMBER_TYPES, OBSERVED_TYPES, MethodProxy, Recorder, data_template,
                         describe, proxy_path)
@@ -149,7 +149,11 @@ def trace_body(block, signatures, functions, function, args, number):
             if tensor_attributes(block):
                 raise Unsupported("the recursion keeps arrays on the block (%s)" % (
                     ", ".join(sorted(tensor_attributes(block)))), function.location)
-            rollback.keep_graph_state()
+            try:
+                rollback.keep_graph_state()
+            except NumbersChanged as change:
+                raise Unsupported("%s: numbers kept on the block are not inputs of compiled "
+                                  "bodies" % change, function.location) from None
     finally:
         for callee, value in saved.items():
             if value is _MISSING:
