@@ -253,7 +253,7 @@ def compare_on_trees(trees):
     return gluon_dyn.hybridize.report(dynamic)
 
 
-def test_recursion_over_python_trees_is_specialised_on_their_structure():
+def test_recursion_over_python_trees_runs_on_compiled_bodies():
     rng = np.random.RandomState(0)
     shapes = [random_tree(np.random.RandomState(seed), 5) for seed in (1, 2)]
     # Same two structures again and again, with new leaf values each time.
@@ -262,20 +262,22 @@ def test_recursion_over_python_trees_is_specialised_on_their_structure():
         for leaf in _leaves(tree):
             leaf.value = nd(rng.randn(1, 2))
     report = compare_on_trees(shapes + trees)
-    assert report["fallback"] is None
-    assert report["traces"] == 2 and report["cached_graphs"] == 2
+    assert report["fallback"] is None and report["traces"] == 0
+    # speculate=False: no profiled calls.
+    assert report["calls"]["by_kind"]["recursion"] == len(shapes + trees)
+    # A body for a leaf, one for a node, one for the call's root (the forward itself).
+    assert report["recursion"]["traces"] == 3
 
 
 def _leaves(tree):
     return [tree] if not tree.children else [leaf for c in tree.children for leaf in _leaves(c)]
 
 
-def test_trees_of_a_new_shape_on_every_call_fall_back_to_python():
+def test_trees_of_a_new_shape_on_every_call_reuse_the_bodies():
     rng = np.random.RandomState(4)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        report = compare_on_trees([random_tree(rng, rng.randint(8, 14)) for _ in range(20)])
-    assert "structure differs on most calls" in report["fallback"]
+    report = compare_on_trees([random_tree(rng, rng.randint(8, 14)) for _ in range(20)])
+    assert report["fallback"] is None and report["recursion"]["traces"] == 3
+    assert report["calls"]["by_kind"]["recursion"] == 20
 
 
 class LoopExits(gluon.Block):

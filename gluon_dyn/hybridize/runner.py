@@ -18,6 +18,8 @@ from . import arguments, graph_breaks, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
 from .capture import ExportError, Tracer
 from .executor import GraphExecutor
+from .frames import room_for_converted_code
+from .recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
 from .served import CallCounts, Served
 from .speed_check import GRAPH, SpeedCheck
@@ -58,6 +60,9 @@ class BlockRunner:
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
+        # A forward recursing over Python data runs on compiled bodies, not a graph
+        # per structure (recursion/).
+        self.recursion = RecursionEngine.for_block(block, self.forward, self.tvm)
         self.calls = CallCounts()
         self.fallback = None            # why the block runs as Python, once it does
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
@@ -82,11 +87,12 @@ class BlockRunner:
                 return self.original(*args)
             self.running = True
             try:
-                if self.segments is not None:
-                    result, served = self.segments(args)
-                    self.calls.note(served)
-                    return result
-                return self._call(args)
+                with room_for_converted_code():
+                    if self.segments is not None:
+                        result, served = self.segments(args)
+                        self.calls.note(served)
+                        return result
+                    return self._call(args)
             finally:
                 self.running = False
 
@@ -99,6 +105,19 @@ class BlockRunner:
             self.calls.note(Served.PROFILING)
             with speculation.profiling(self.profile):
                 return self.forward(*args)
+        if self.recursion is not None and self.recursion.serving:
+            try:
+                result = self.recursion.serve(args)
+            except ControlFlowError:
+                raise
+            except tracing.FallbackRequired as error:
+                return self._fall_back(str(error), args)
+            except Exception as error:  # noqa: BLE001 - sorted out by running the call as written
+                return self._after_error("%s: %s" % (type(error).__name__, error),
+                                         "an internal error stopped the recursion engine", args)
+            if result is not NOT_SERVED:
+                self.calls.note(Served.RECURSION)
+                return result
         if self.speed_check.serves_python():
             return self._serve(None, args)
         try:
@@ -263,6 +282,7 @@ class BlockRunner:
                 "guard_failures": list(self.guard_failures),
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
+                "recursion": self.recursion.report() if self.recursion is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.profile.last_failure[where])
                                    for where in sorted(self.profile.relaxed)},

@@ -7,6 +7,7 @@ import enum
 class Served(enum.Enum):
     PROFILING = "profiled: run as written while tensor predicates are recorded"
     GRAPH = "a graph"
+    RECURSION = "the recursion engine: compiled bodies, nodes batched"
     GUARD_FAILED = "as written: a guard failed in the graph's run"
     SPEED_CHECK = "as written: timed against the graph, or measured faster than it"
     FALLBACK = "as written: the block runs as Python"
@@ -16,7 +17,7 @@ class Served(enum.Enum):
 
     @property
     def on_graph(self):
-        return self in (Served.GRAPH, Served.SEGMENTS)
+        return self in (Served.GRAPH, Served.SEGMENTS, Served.RECURSION)
 
 
 class CallCounts:
@@ -33,9 +34,10 @@ class CallCounts:
         return sum(self.counts.values())
 
     def report(self):
-        """{"total", "graph" (calls on graphs, or on graph segments around graph
-        breaks), "after_profiling", "graph_share_after_profiling", "last", and a count
-        per way of serving}: shares are fractions (None before any call)."""
+        """{"total", "graph" (calls on graphs: traced graphs, graph segments around
+        graph breaks, the recursion engine), "after_profiling",
+        "graph_share_after_profiling", "last", and a count per way of serving}: shares
+        are fractions (None before any call)."""
         after = self.total - self.counts[Served.PROFILING]
         on_graphs = sum(count for served, count in self.counts.items() if served.on_graph)
         return {"total": self.total, "graph": on_graphs,

@@ -54,6 +54,9 @@ class Trace:
         # Tracing for export (export.ExportOptions), or None: then shapes read by the
         # code are graph values (symbolic_shapes.py), and nothing is speculated.
         self.export = None
+        # (function, args, kwargs) -> result, or NotImplemented: calls of converted
+        # code this trace handles itself (recursion/body.py), if any.
+        self.call_handler = None
 
     def note_conditional_use(self, condition, names):
         """Listener of ops.subgraph: a top-level branch or loop body reads `names`

@@ -40,18 +40,26 @@ class TvmBackend:
             return
         key = _shapes_key(executor, inputs)
         if key not in executor.tvm_plans and len(executor.tvm_plans) < MAX_PLANS:
-            executor.tvm_plans[key] = self._build(executor.capture, inputs)
+            capture = executor.capture
+            parameters = [name for name, source in zip(capture.symbol.list_inputs(),
+                                                       capture.inputs)
+                          if isinstance(source, ParameterInput)]
+            executor.tvm_plans[key] = self._build(capture.symbol, inputs, parameters)
 
-    def _build(self, capture, inputs):
-        symbol = capture.symbol
-        # Parameters change only when trained or set: their preparation (transposes,
-        # packing) runs then, not on every call.
-        parameters = [name for name, source in zip(symbol.list_inputs(), capture.inputs)
-                      if isinstance(source, ParameterInput)]
+    def symbolic_plan(self, symbol, inputs, symbolic_dims):
+        """A plan for `symbol` on inputs shaped like `inputs` except in the
+        `symbolic_dims` ({input name: {axis: dim name}}), or None (MXNet runs it)."""
+        return self._build(symbol, inputs, symbolic_dims=symbolic_dims)
+
+    def _build(self, symbol, inputs, parameters=(), symbolic_dims=None):
         try:
+            # `parameters` change only when trained or set: their preparation
+            # (transposes, packing) runs then, not on every call.
             plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs,
-                                         parameter_names=parameters, **self.options)
-            # The graph cache keys on the input shapes and dtypes the plan was built for.
+                                         parameter_names=list(parameters),
+                                         symbolic_dims=symbolic_dims, **self.options)
+            # The graph cache (or the recursion engine) guarantees the input shapes and
+            # dtypes the plan was built for.
             plan.check_inputs = False
             return plan
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot

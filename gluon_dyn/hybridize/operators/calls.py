@@ -62,6 +62,10 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
         return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
+    if trace is not None and trace.call_handler is not None:
+        handled = trace.call_handler(f, args, kwargs)
+        if handled is not NotImplemented:
+            return handled
     if trace is not None and trace.staging and _mutates_container(f):
         if not (isinstance(f.__self__, list) and f.__name__ in _APPENDS and trace.effect_frames):
             raise tracing.FallbackRequired(

@@ -1,0 +1,5 @@
+"""The recursion engine: forwards that recurse over Python data (trees), run as
+one compiled body per signature, batched across nodes (engine.py)."""
+from .engine import NOT_SERVED, RecursionEngine
+
+__all__ = ["NOT_SERVED", "RecursionEngine"]

@@ -1,0 +1,181 @@
+"""The recursion engine: a forward that recurses over Python data, run as
+compiled bodies, batched across the nodes of a call.
+
+Per call: the nodes are discovered and matched to bodies by signature
+(discovery.py), a node whose signature is new is traced once (body.py), the
+nodes are grouped by height and body (schedule.py) and each group runs as one
+call of its body's graph (execution.py). What the engine cannot run (a recursive
+call receiving an array its caller computed, Python state changed by the
+recursion, ...) makes it give up with one warning naming file:line and the
+reason; the block's calls then take the runner's usual path.
+"""
+import collections
+import warnings
+
+import mxnet as mx
+from mxnet import autograd
+
+from ...origin import user_stacklevel
+from .unsupported import Unsupported
+from ..python_state import python_state
+from .batched_graph import Arena, BatchedGraph
+from .body import trace_body
+from .detection import recursive_methods
+from .discovery import Miss, walk_subtree
+from .execution import GraphRunner, run_groups
+from .functions import Function
+from .schedule import schedule
+from .signatures import Inconsistent, Signatures
+from .structure import step_text
+
+NOT_SERVED = object()
+MAX_BODIES = 64      # per key: more means the signatures hold per-node values
+MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
+
+
+class RecursionEngine:
+    def __init__(self, block, forward, methods, tvm):
+        self.block, self.tvm = block, tvm
+        self.methods = methods
+        self.entry = self.functions = None
+        self._forward = forward
+        self.signatures = collections.OrderedDict()   # key -> Signatures
+        self.arenas = {}          # (function, output type) -> Arena
+        self.runners = {}         # Body -> GraphRunner
+        self._zeros = {}          # Arena -> its first rows
+        self.gave_up = None       # why the engine no longer serves calls
+        self.statements = {}      # "file:line" -> fates.Fate, from the traces
+        self.served = self.nodes = self.groups = self.traces = 0
+
+    @classmethod
+    def for_block(cls, block, forward, tvm):
+        """The engine for `block`, or None when nothing in it recurses."""
+        methods = recursive_methods(block)
+        return cls(block, forward, methods, tvm) if methods else None
+
+    @property
+    def serving(self):
+        return self.gave_up is None
+
+    def serve(self, args):
+        """The forward's result for `args`, or NOT_SERVED after giving up (warned)."""
+        try:
+            if self.functions is None:
+                self.functions = [Function(m.owner, m.name) for m in self.methods]
+                self.entry = Function(self.block, "forward", converted=self._forward)
+            signatures = self._signatures()
+            completed = self._discover(signatures, args)
+        except Unsupported as error:
+            self._give_up(error.reason, error.location)
+            return NOT_SERVED
+        groups = schedule(completed[:-1], completed[-1])
+        outputs = run_groups(groups, self._zeros_of, self.runners.__getitem__)
+        self.served += 1
+        self.nodes += len(completed) - 1
+        self.groups += len(groups)
+        return completed[-1].body.output_type.structure(outputs)
+
+    def _signatures(self):
+        key = (autograd.is_training(), python_state(self.block))
+        if key not in self.signatures:
+            self.signatures[key] = Signatures()
+            while len(self.signatures) > MAX_KEYS:
+                self.signatures.popitem(last=False)
+        self.signatures.move_to_end(key)
+        return self.signatures[key]
+
+    def _discover(self, signatures, args):
+        """Every node of the call, callees first, the entry last; traces the bodies
+        of new signatures."""
+        while True:
+            completed = []
+            try:
+                walk_subtree(signatures, self.entry, self.entry.bind(args, None), completed)
+                return completed
+            except Miss as miss:
+                self._trace(signatures, miss)
+
+    def _trace(self, signatures, miss):
+        """Traces the missed node, after the nodes under it whose signatures have
+        no body (a caller's signature holds what its callees return)."""
+        pending, traced = [(miss.function, miss.args)], None
+        while pending:
+            function, args = pending[-1]
+            try:
+                walk_subtree(signatures, function, args, [])
+                pending.pop()        # a body traced meanwhile serves it
+                continue
+            except Miss as missed:
+                if missed.function is not function or missed.args is not args:
+                    pending.append((missed.function, missed.args))
+                    continue
+            if traced == (function, args):
+                raise Unsupported("a trace of %s does not match the node it was traced on"
+                                  % function, function.location)
+            try:
+                body = trace_body(self.block, signatures, self.functions, function, args,
+                                  len(signatures.bodies))
+            except Miss as callee:
+                pending.append((callee.function, callee.args))
+                continue
+            self.traces += 1
+            traced = (function, args)
+            self._add(signatures, function, body)
+
+    def _add(self, signatures, function, body):
+        if function is not self.entry:
+            for shape, _ in body.output_type.arrays:
+                if shape[:1] != (1,):
+                    raise Unsupported(
+                        "%s returns an array of shape %s: the recursion engine keeps results as "
+                        "rows, each with a leading axis of size 1" % (function, shape),
+                        function.location)
+        body.graph = BatchedGraph(body, self._arena_for, entry=function is self.entry)
+        try:
+            signatures.add(function, body.signature, body)
+        except Inconsistent as error:
+            raise Unsupported(str(error), function.location)
+        self.runners[body] = GraphRunner(body.graph, self.tvm)
+        if len(signatures.bodies) > MAX_BODIES:
+            varied, step, count = signatures.most_varied_step()
+            raise Unsupported(
+                "more than %d signatures: they hold a value that differs between nodes (%s "
+                "found %d different things)" % (MAX_BODIES, step_text(varied, step), count),
+                varied.location)
+
+    def _arena_for(self, function, output_type):
+        key = (function, output_type)
+        if key not in self.arenas:
+            self.arenas[key] = Arena(len(self.arenas), function, output_type)
+        return self.arenas[key]
+
+    def _zeros_of(self, arena):
+        if arena not in self._zeros:
+            self._zeros[arena] = [mx.nd.zeros((1,) + shape, dtype=dtype)
+                                  for shape, dtype in arena.row_shapes()]
+        return self._zeros[arena]
+
+    def _give_up(self, reason, location):
+        self.gave_up = "%s: %s" % (location, reason)
+        warnings.warn("gluon_dyn: %s: the recursion engine does not run %s.forward: %s"
+                      % (location, type(self.block).__name__, reason),
+                      stacklevel=user_stacklevel())
+
+    def report(self):
+        """What the engine did: its state, the recursive functions, the calls and
+        nodes it served and the groups (batched calls) it ran, and per compiled
+        body its signature, whether it batches, and its calls by backend."""
+        bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
+        return {
+            "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,
+            "functions": ["%s.%s (recurses at %s)" % (type(m.owner).__name__, m.name, m.location)
+                          for m in self.methods],
+            "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
+            "traces": self.traces,
+            "bodies": [{"function": str(body.function), "signature": body.describe(),
+                        "returns": str(body.output_type),
+                        "batched": True if body.graph.batched else body.graph.not_batched,
+                        "calls": dict(self.runners[body].calls),
+                        "tvm": self.runners[body].plan.report() if self.runners[body].plan
+                        else None}
+                       for body in bodies]}

@@ -1,0 +1,33 @@
+"""The functions the recursion engine runs as compiled bodies: the recursive
+methods of a block, and its forward (the entry, which calls them)."""
+import inspect
+
+from .unsupported import Unsupported
+from ..transpiler import convert
+
+
+class Function:
+    """A method of a block, called with positional arguments (keywords and defaults
+    bound to them, so that a body reads "argument i" whatever the call spelled)."""
+
+    def __init__(self, owner, name, converted=None):
+        self.owner, self.name = owner, name
+        method = getattr(type(owner), name)
+        code = method.__code__
+        self.location = "%s:%d" % (code.co_filename, code.co_firstlineno)
+        self.converted = converted or convert(method).__get__(owner)
+        self.signature = inspect.signature(method.__get__(owner))
+        self.parameters = list(self.signature.parameters)
+        for parameter in self.signature.parameters.values():
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise Unsupported(
+                    "%s.%s takes *%s: the recursion engine binds each argument by position"
+                    % (type(owner).__name__, name, parameter.name), self.location)
+
+    def bind(self, args, kwargs):
+        bound = self.signature.bind(*args, **(kwargs or {}))
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+    def __repr__(self):
+        return "%s.%s" % (type(self.owner).__name__, self.name)

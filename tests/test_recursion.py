@@ -1,0 +1,269 @@
+"""The recursion engine: forwards recursing over Python trees run as compiled
+bodies, batched across nodes; outputs, gradients (to parameters and inputs) and
+Python state as imperative, for new trees call after call."""
+import warnings
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd
+
+import gluon_dyn
+import recursive_programs as programs
+
+PROFILED = 3   # calls hybridize(dynamic=True) profiles before serving
+
+
+def pair(cls, **options):
+    """An imperative block and a dynamic one with the same parameters."""
+    blocks = []
+    for dynamic in (False, True):
+        mx.random.seed(0)
+        block = cls()
+        block.initialize(mx.init.Uniform(0.5))
+        if dynamic:
+            block.hybridize(dynamic=True, **options)
+        blocks.append(block)
+    return blocks
+
+
+def leaf_vectors(trees):
+    found = []
+    for tree in trees if isinstance(trees, list) else [trees]:
+        if tree.vector is not None:
+            found.append(tree.vector)
+        found += leaf_vectors(tree.children)
+    return found
+
+
+def run(block, args, train):
+    """Output, parameter gradients and leaf-vector gradients of one call."""
+    vectors = leaf_vectors(args[0])
+    for vector in vectors:
+        vector.attach_grad()
+    if not train:
+        return block(*args).asnumpy(), {}, []
+    with autograd.record():
+        out = block(*args)
+    out.backward()
+    params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
+              for name, p in block.collect_params().items()}
+    return out.asnumpy(), params, [v.grad.asnumpy().copy() for v in vectors]
+
+
+def assert_same(imperative, dynamic, args, train):
+    expected, got = run(imperative, args, train), run(dynamic, args, train)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    for name in expected[1]:
+        np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+    for want, have in zip(expected[2], got[2]):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+def calls_by_kind(block):
+    return gluon_dyn.hybridize.report(block)["calls"]["by_kind"]
+
+
+def trees(seed, count, leaves=(2, 12), arity=2, vectors=False):
+    rng = np.random.RandomState(seed)
+    return [programs.random_tree(rng, rng.randint(*leaves), arity, vectors) for _ in range(count)]
+
+
+@pytest.mark.parametrize("arity", [2, 4])
+def test_new_trees_every_call_match_imperative(arity):
+    imperative, dynamic = pair(programs.ChildSumTreeLSTM)
+    stream = trees(1, 14, leaves=(1, 16), arity=arity)
+    for call, tree in enumerate(stream):
+        assert_same(imperative, dynamic, (tree,), train=call % 2 == 1)
+        if call == 7:
+            traces = gluon_dyn.hybridize.report(dynamic)["recursion"]["traces"]
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert calls_by_kind(dynamic)["recursion"] == len(stream) - PROFILED
+    assert report["calls"]["last"] == "recursion"
+    recursion = report["recursion"]
+    assert recursion["state"] == "serving"
+    # Bodies per signature (a leaf, and a node per number of children), never per tree.
+    assert len(recursion["bodies"]) <= 2 * (arity + 1) + 2
+    if arity == 2:
+        assert recursion["traces"] == traces, "new trees of known signatures were traced again"
+    assert all(body["batched"] is True for body in recursion["bodies"]
+               if body["function"].endswith("node"))
+    nodes_per_call = recursion["nodes"] / recursion["calls"]
+    assert recursion["batched_calls"] / recursion["calls"] < nodes_per_call / 2
+
+
+def test_minibatches_of_trees_share_batched_calls():
+    imperative, dynamic = pair(programs.MinibatchTreeLSTM)
+    for call in range(10):
+        batch = trees(10 + call, 6, leaves=(3, 10))
+        assert_same(imperative, dynamic, (batch,), train=call % 3 != 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == 10 - PROFILED
+    # Labels are array data, not signatures: a few bodies for all minibatches.
+    assert len(recursion["bodies"]) <= 6, [body["signature"] for body in recursion["bodies"]]
+    # Each call: about one batched call per tree height, not one per node.
+    assert recursion["batched_calls"] / recursion["calls"] <= 12
+    assert recursion["nodes"] / recursion["calls"] >= 6 * 5
+
+
+def test_tree_rnn_input_gradients_and_state():
+    imperative, dynamic = pair(programs.TreeRNN)
+    for call in range(8):
+        assert_same(imperative, dynamic, (trees(20 + call, 3, vectors=True),), train=True)
+    assert calls_by_kind(dynamic)["recursion"] == 8 - PROFILED
+
+
+def test_python_values_branched_on_and_block_flags():
+    imperative, dynamic = pair(programs.LabelGatedRNN)
+    for call in range(12):
+        if call == 7:
+            imperative.gate = dynamic.gate = False
+        assert_same(imperative, dynamic, (trees(30 + call, 2, vectors=True),), train=call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 12 - PROFILED
+    labels = {body["signature"].count("tree.label: 2") for body in recursion["bodies"]}
+    assert labels == {0, 1}, "labels branched on are part of the signatures"
+
+
+def test_recursive_forward_and_mutual_recursion_with_context():
+    imperative, dynamic = pair(programs.RecursiveForward)
+    for call, tree in enumerate(trees(40, 8, arity=3)):
+        assert_same(imperative, dynamic, (tree,), train=call % 2 == 0)
+    assert calls_by_kind(dynamic)["recursion"] == 8 - PROFILED
+    imperative, dynamic = pair(programs.MutualRecursion)
+    context = mx.nd.array(np.random.RandomState(0).standard_normal((1, programs.HIDDEN)))
+    for call in range(7):
+        assert_same(imperative, dynamic, (trees(50 + call, 3, vectors=True), context), train=True)
+    assert calls_by_kind(dynamic)["recursion"] == 7 - PROFILED
+    functions = gluon_dyn.hybridize.report(dynamic)["recursion"]["functions"]
+    assert any("encode" in f for f in functions) and any("pair" in f for f in functions)
+
+
+def test_body_that_mixes_rows_runs_one_node_per_call():
+    imperative, dynamic = pair(programs.WholeSumRNN)
+    for call in range(6):
+        assert_same(imperative, dynamic, (trees(60 + call, 2, vectors=True),), train=call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 6 - PROFILED
+    encode = [body for body in recursion["bodies"] if body["function"].endswith("encode")]
+    assert encode and all("sum" in body["batched"] for body in encode)
+    assert recursion["batched_calls"] >= recursion["nodes"]
+
+
+def test_per_node_numbers_as_array_data_are_inputs():
+    class SerialAsData(programs.TreeRNN):
+        def encode(self, tree):
+            if tree.is_leaf():
+                return mx.nd.tanh(self.leaf(tree.vector) * mx.nd.array([[tree.serial]]))
+            return mx.nd.tanh(self.compose(mx.nd.concat(self.encode(tree.children[0]),
+                                                        self.encode(tree.children[1]), dim=1)))
+
+    imperative, dynamic = pair(SerialAsData)
+    for call in range(8):
+        batch = trees(70 + call, 2, vectors=True)
+        for tree in batch:
+            programs.number_leaves(tree, start=call * 100)
+        assert_same(imperative, dynamic, (batch,), train=call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 8 - PROFILED
+    # A leaf and a node body, in each training mode: not a body per serial number.
+    assert len([b for b in recursion["bodies"] if b["function"].endswith("encode")]) == 4
+
+
+def one_warning(caught, *needles):
+    messages = [str(w.message) for w in caught if "gluon_dyn" in str(w.message)]
+    assert len(messages) == 1, messages
+    for needle in needles:
+        assert needle in messages[0], messages[0]
+    return messages[0]
+
+
+def test_top_down_recursion_falls_back_with_one_warning():
+    imperative, dynamic = pair(programs.TopDownRNN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in range(8):
+            assert_same(imperative, dynamic, (trees(80 + call, 2, vectors=True),),
+                        train=call % 2 == 0)
+    message = one_warning(caught, "recursive_programs.py:", "computed by its caller")
+    assert "recursion engine" in message
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["recursion"]["state"].startswith("gave up")
+    assert calls_by_kind(dynamic)["recursion"] == 0
+
+
+def test_numbers_changed_by_the_forward_leave_the_engine():
+    imperative, dynamic = pair(programs.CountingRNN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in range(7):
+            assert_same(imperative, dynamic, (trees(90 + call, 2, vectors=True),), train=False)
+    one_warning(caught, "recursive_programs.py:", "changes calls", "recursion engine")
+    assert dynamic.calls == imperative.calls == 7
+
+
+def test_per_node_values_in_signatures_give_up_naming_the_value(monkeypatch):
+    from gluon_dyn.hybridize.recursion import engine
+    monkeypatch.setattr(engine, "MAX_BODIES", 8)
+    imperative, dynamic = pair(programs.PerNodeValueRNN)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for call in range(8):
+            batch = trees(100 + call, 2, leaves=(2, 4), vectors=True)
+            for tree in batch:
+                programs.number_leaves(tree, start=call * 10)
+            assert_same(imperative, dynamic, (batch,), train=False)
+    one_warning(caught, "tree.serial", "differs between nodes")
+
+
+def test_errors_raise_as_in_python():
+    imperative, dynamic = pair(programs.TreeRNN)
+    for call in range(5):
+        assert_same(imperative, dynamic, (trees(110 + call, 2, vectors=True),), train=False)
+    rng = np.random.RandomState(0)
+    bad = programs.Tree(children=[programs.random_tree(rng, 1, vectors=True) for _ in range(3)])
+    for block in (imperative, dynamic):
+        with pytest.raises(ValueError, match="too many values to unpack"):
+            block([bad])
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_depth_100_in_every_mode(train):
+    rng = np.random.RandomState(7)
+    deep = [([programs.chain(100, rng)],) for _ in range(6)]
+    for cls in (programs.MinibatchTreeLSTM,      # profiled calls, then the recursion engine
+                programs.TopDownRNN,             # the engine gives up: a graph per structure
+                programs.PrintingRNN):           # the forward runs as Python
+        imperative, dynamic = pair(cls)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for args in deep:
+                if cls is not programs.MinibatchTreeLSTM:
+                    args = ([programs.chain(100, rng, vectors=True)],)
+                assert_same(imperative, dynamic, args, train)
+        kinds = calls_by_kind(dynamic)
+        if cls is programs.MinibatchTreeLSTM:
+            assert kinds["recursion"] == len(deep) - PROFILED
+        elif cls is programs.TopDownRNN:
+            assert kinds["graph"] >= 1
+        else:
+            assert kinds["fallback"] >= 1
+
+
+def test_tvm_backend_runs_bodies_through_tvm(tmp_path):
+    imperative, dynamic = pair(programs.MinibatchTreeLSTM, backend="tvm", backend_options={
+        "cache_dir": str(tmp_path), "choose_by_measurement": False})
+    rng = np.random.RandomState(3)
+    for call in range(7):
+        batch = trees(120 + call, 4, leaves=(2, 9)) + ([programs.chain(100, rng)]
+                                                        if call == 6 else [])
+        assert_same(imperative, dynamic, (batch,), train=call == 5)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 7 - PROFILED
+    # The node bodies ran the inference calls (3 of the 4 engine calls) on TVM, and
+    # so did the entry's bodies (one per minibatch size).
+    inference = [body for body in recursion["bodies"] if body["tvm"] is not None]
+    nodes = [body for body in inference if body["function"].endswith("node")]
+    assert len(nodes) == 2 and all(body["calls"]["tvm"] >= 3 for body in nodes), inference
+    assert sum(body["calls"]["tvm"] for body in inference if body not in nodes) == 3
