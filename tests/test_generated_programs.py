@@ -148,9 +148,11 @@ def test_generated_programs_agree_with_hybridize_defaults_over_many_calls(monkey
               % (DEFAULTS_CALLS, coverage.summary()))
 
 
-# The graph-break family: Blocks with host reads (`.asscalar()`, `.asnumpy()` for a
-# metric) and `print` in the middle of graph code; the forward runs as graph
-# segments around them. Measured on this mix: 92% of programs, 91% of calls.
+# The graph-break family: Blocks with host reads (`.asscalar()` for a metric or a
+# Python `if`) in the middle of graph code, half of them also keeping the rows a
+# data-dependent mask selects (boolean_mask); the forward runs as graph segments
+# around the reads. Measured on 40 such programs (seed 99): 90% of programs, 89%
+# of calls after profiling on graphs.
 BREAKS_SEED, BREAKS_PROGRAMS, BREAKS_FLOOR = 99, 16, 0.80
 
 

@@ -59,7 +59,9 @@ ASSIGN_FORMS = (
 class Generator:
     """Random statements; `rng` decides everything, so a seed reproduces a program.
     With `breaks`, Blocks also read values to the host in the middle of graph code
-    (a Python `if` on a read value, a metric kept on self): graph breaks."""
+    (a Python `if` on a read value, a metric kept on self): graph breaks; and keep
+    the rows of a tensor a data-dependent mask selects (boolean_mask: a shape known
+    only once the graph runs)."""
 
     def __init__(self, rng, breaks=False):
         self.rng, self.breaks = rng, breaks
@@ -69,7 +71,13 @@ class Generator:
         body = [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))]
         if self.breaks:   # at least one read, somewhere in the forward's top level
             body.insert(self.rng.randint(0, len(body)), self.host_read(0, in_loop=False))
+            if self.rng.random() < 0.5:
+                body.insert(self.rng.randint(0, len(body)), self.mask())
         return Program(hybrid, body)
+
+    def mask(self):
+        return ("mask", self.rng.choice(TENSORS), self.rng.choice(TENSORS),
+                round(self.rng.uniform(0, 2), 2))
 
     def host_read(self, depth, in_loop):
         value = self.rng.choice(TENSORS)
@@ -172,6 +180,15 @@ def _render(statement, level, lines, loop_depth):
         _render_block(body, level + 1, lines, loop_depth)
         lines.append(pad + "else:")
         _render_block(orelse, level + 1, lines, loop_depth)
+    elif kind == "mask":
+        # The rows whose sum is within c of the smallest (at least one row is kept),
+        # averaged. The mask is detached: MXNet 1.9.1 crashes in an imperative backward
+        # through a boolean_mask whose mask was recorded.
+        _, target, source, c = statement
+        sums = "{F}.sum(%s, axis=1)" % source
+        lines.append(pad + "%s = {F}.broadcast_add(%s, {F}.mean({F}.contrib.boolean_mask(%s, "
+                     "(%s <= {F}.min(%s) + %s).detach()), axis=0, keepdims=True))"
+                     % (target, target, source, sums, sums, c))
     elif kind == "metric":
         lines.append(pad + "self.total += float({F}.mean(%s).asscalar())" % statement[1])
     elif kind == "host_if":
