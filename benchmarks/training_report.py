@@ -62,6 +62,9 @@ def what_it_ran(training):
         if report["fallback"]:
             notes.append("%s runs as Python (the imperative code: a difference is noise): %s"
                          % (name, report["fallback"].split(";")[0]))
+        elif report["calls"]["by_kind"]["recursion"]:
+            notes.append("%s: recursion engine, %d of %d calls" % (
+                name, report["calls"]["by_kind"]["recursion"], report["calls"]["total"]))
         else:
             notes.append("%s: graphs: %d" % (name, report["cached_graphs"]))
     return "; ".join(notes)
