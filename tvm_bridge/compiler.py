@@ -1,7 +1,8 @@
 """Compiling a Relax IRModule for the local CPU, with a disk cache of the results.
 
 Pipeline: common subexpressions merged, exp/tanh/sigmoid as vectorisable
-polynomials (fast_math.py), independent matmuls sharing a weight
+polynomials (fast_math.py), 2-d convolutions as products over im2col columns
+(conv_as_matmul.py), independent matmuls sharing a weight
 batched (batch_matmuls.py), weights read in packed panels (packed_weights.py)
 and, for a module that says which inputs are parameters, the work that depends
 on parameters only lifted into a function of its own, run when they change
@@ -23,16 +24,19 @@ from tvm.s_tir import dlight, meta_schedule
 
 from . import cache
 from .batch_matmuls import batch_shared_matmuls
+from .conv_as_matmul import convolutions_as_matmuls
+from .conv_schedule import ConvolutionTiles
 from .fast_math import fast_math
 from .outline_branches import outline_branches
 from .packed_weights import pack_parameter_matmuls, panel_width
+from .pool_schedule import WindowPooling
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
 from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SpatialLanesReduction,
                              TiledTranspose, lanes)
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 6
+PIPELINE_VERSION = 7
 
 
 def signature_of(mod):
@@ -74,6 +78,7 @@ def fuse(mod, target):
         # Weights are graph inputs: each per-step transpose of a weight is the same
         # value, computed once after CSE (which batching needs: one weight, one var).
         mod = fast_math(relax.transform.EliminateCommonSubexpr()(mod))
+        mod = convolutions_as_matmuls(mod)
         mod = pack_parameter_matmuls(batch_shared_matmuls(mod), panel_width(lanes(target)))
         # A no-op for modules without "num_input" (nothing is known to be a parameter).
         mod = outline_branches(relax.transform.LiftTransformParams()(mod))
@@ -86,8 +91,10 @@ def lower(fused, target, database=None):
         if database is not None:
             with database:
                 fused = relax.transform.MetaScheduleApplyDatabase()(fused)
-        fused = dlight.ApplyDefaultSchedule(PackedPanelGemm(), SpatialLanesReduction(),
-                                            TiledTranspose(), dlight.cpu.Reduction(),
+        fused = dlight.ApplyDefaultSchedule(ConvolutionTiles(), PackedPanelGemm(),
+                                            SpatialLanesReduction(),
+                                            TiledTranspose(), WindowPooling(),
+                                            dlight.cpu.Reduction(),
                                             InlinedElementwise())(fused)
         passes = cpu_generic.pipeline.dataflow_lower_passes(target)
         return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
