@@ -18,7 +18,7 @@ written in NCHW directly.
 
 Rewritten: float32 NCHW/OIHW convolutions with static channels, spatial sizes
 and weight (the batch may be symbolic); any strides, padding, dilation and
-groups. Others keep relax.nn.conv2d (this says which and why, once per kind).
+groups. Others keep relax.nn.conv2d (a warning says why, once per reason).
 """
 import warnings
 
@@ -30,7 +30,6 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 BLOCK = "conv_matmul"
 COLUMNS_BLOCK = "conv_columns"
 _CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
-_declined = set()  # reasons already reported
 
 
 def convolutions_as_matmuls(mod):
@@ -71,10 +70,9 @@ class _Rewriter(PyExprMutator):
             return super().visit_call_(call)
         reason = why_not_rewritten(call)
         if reason is not None:
-            if reason not in _declined:
-                _declined.add(reason)
-                warnings.warn("tvm_bridge: a conv2d stays TVM's relax.nn.conv2d (unscheduled, "
-                              "slow): %s" % reason, stacklevel=2)
+            # Python's warning filter shows each distinct reason once.
+            warnings.warn("tvm_bridge: a conv2d stays TVM's relax.nn.conv2d (unscheduled, slow): "
+                          "%s" % reason)
             return super().visit_call_(call)
         attrs = call.attrs
         data, weight = (self.visit_expr(arg) for arg in call.args)

@@ -25,21 +25,23 @@ class WindowPooling(CPUScheduleRule):
             return None
         sch = s_tir.Schedule(func)
         infos = try_inline_contiguous_spatial(sch, normalize_prim_func(sch))
-        if not infos or infos[0].dom_kind() != "SSSSRR" or not all(
-                info.is_injective() for info in infos[1:]):
+        # Spatial axes then the two window axes; unit axes (a batch of 1) are gone.
+        kind = infos[0].dom_kind() if infos else ""
+        if (not kind.endswith("RR") or set(kind[:-2]) != {"S"} or len(kind) < 4
+                or not all(info.is_injective() for info in infos[1:])):
             return None
         block = infos[0].block_rv
         if sch.get(block).name_hint not in _POOL_BLOCKS:
             return None
-        n, c, y, x, window_y, window_x = sch.get_loops(block)
+        *images, y, x, window_y, window_x = sch.get_loops(block)
         width = lanes(target, sch.get(block).writes[0].source.dtype.bits)
         row = get_extent(sch, x)
         elements = 1
-        for loop in (n, c, y, x, window_y, window_x):
+        for loop in sch.get_loops(block):
             extent = get_extent(sch, loop)
             elements *= extent if isinstance(extent, int) else 2  # a symbolic batch counts 2
-        outer = sch.fuse(n, c)
-        sch.reorder(outer, y, window_y, window_x, x)
+        outer = sch.fuse(*images) if images else y
+        sch.reorder(y, window_y, window_x, x)
         sch.unroll(window_y)
         sch.unroll(window_x)
         vector = _vector_loop(sch, x, row, width)
