@@ -211,8 +211,11 @@ class CompiledFunction:
         if previous is None or any(
                 array is not before or version is None or version != version_before
                 for (array, version), (before, version_before) in zip(stamps, previous)):
-            self._prepared = list(self._prepare([self._to_tvm(array) for array in arrays]))
-            self._prepared_from = stamps
+            views = [self._to_tvm(array) for array in arrays]
+            self._prepared = list(self._prepare(views))
+            # Stamped after the views: taking one re-lays out a weight oneDNN had
+            # blocked, a write that would otherwise make the next call prepare again.
+            self._prepared_from = [(array, _version(array)) for array in arrays]
             self.preparations += 1
         return self._prepared
 
