@@ -95,9 +95,7 @@ class ConvolutionTiles(CPUScheduleRule):
             sch.get_sblock("root"))]
         if order.index(COLUMNS_BLOCK) != 0 or order.index(BLOCK) != 1:
             return None
-        loops = sch.get_loops(product)
-        n, f, y, x = loops[:4]
-        extents = [get_extent(sch, loop) for loop in loops[1:]]
+        extents = [get_extent(sch, loop) for loop in sch.get_loops(product)[1:]]
         if not all(isinstance(extent, int) for extent in extents):
             return None
         filters, out_h, out_w, group_channels = extents[:4]
@@ -150,6 +148,7 @@ def schedule_convolution(sch, product, columns, epilogues, tile):
     for writer in writers:
         _vectorize_tile(sch, writer, tile.width)
     sch.compute_at(columns, outer)
+    _vectorize_row(sch, columns, tile.width)
     tiles = get_extent(sch, outer)
     if work >= PARALLEL_MIN_WORK and (not isinstance(tiles, int) or tiles > 1):
         sch.parallel(outer)
@@ -161,3 +160,14 @@ def _vectorize_tile(sch, block, width):
     """The block's two innermost loops (a tile's rows and columns) as vectors."""
     *_, rows, columns = sch.get_loops(block)
     sch.vectorize(sch.split(sch.fuse(rows, columns), factors=[None, width])[1])
+
+
+def _vectorize_row(sch, block, width):
+    """The block's innermost loop (a row of the tile, read at stride 1 when the
+    convolution's is 1) in vectors of the widest power of two up to `width` dividing it."""
+    loop = sch.get_loops(block)[-1]
+    extent, lanes_ = get_extent(sch, loop), width
+    while extent % lanes_:
+        lanes_ //= 2
+    if lanes_ > 1:
+        sch.vectorize(sch.split(loop, factors=[None, lanes_])[1])
