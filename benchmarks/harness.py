@@ -191,6 +191,20 @@ def copy_params(source, *targets):
             param.set_data(values[name].data().copy())
 
 
+def twins(make):
+    """Two blocks `make()` made, initialised (Xavier), hybridized (static_alloc,
+    static_shape) and given equal parameter values, each in arrays of its own: a
+    compiled variant must not share the reference's weights, since oneDNN keeps a
+    convolution weight in a blocked layout inside the array's memory and TVM reads
+    it back in the plain one (shared, both would re-lay it out at every call)."""
+    blocks = make(), make()
+    for block in blocks:
+        block.initialize(mx.init.Xavier())
+        block.hybridize(static_alloc=True, static_shape=True)
+    copy_params(*blocks)
+    return blocks
+
+
 def import_torch():
     """torch, with a thread per available CPU, or None (PyTorch rows need `make bench-extra`)."""
     try:

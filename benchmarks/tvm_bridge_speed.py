@@ -149,14 +149,7 @@ def lenet():
 
 def lenet_speed(args, cache_root, batch):
     mx.random.seed(0)
-    net, reference = lenet(), lenet()
-    for block in (net, reference):
-        block.initialize(mx.init.Xavier())
-        block.hybridize(static_alloc=True, static_shape=True)
-    # The reference has parameters of its own: oneDNN keeps a convolution weight in
-    # a blocked layout in the array's memory, which TVM reads back in the plain one,
-    # and two variants sharing weights would re-lay them out at every call.
-    harness.copy_params(net, reference)
+    reference, net = harness.twins(lenet)
     compiled = tvm_bridge.compile_block(net, harness.normal_array((batch, 1, 28, 28), 0),
                                         cache_dir=os.path.join(cache_root, "lenet"))
     timings = harness.compare(

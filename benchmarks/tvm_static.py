@@ -149,8 +149,8 @@ def torch_lenet(torch, net):
 
 def lenet_speed(args, torch, batch):
     shape = (batch, 1, 28, 28)
-    net = lenet()
-    variants, compile_s = [hybridized(net)], {}
+    reference, net = harness.twins(lenet)
+    variants, compile_s = [harness.Variant(MXNET, harness.gluon_call(reference))], {}
     variant, compiled = compiled_variant(compile_s, "compile_block b%d" % batch, net,
                                          (harness.normal_array(shape, 0),), args.cache_dir)
     variants.append(variant)

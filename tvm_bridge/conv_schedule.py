@@ -15,6 +15,8 @@ the region of the tile and the output goes out in vectors of consecutive (y, x).
 The accumulators (rows x vectors) fit the vector registers with room for the
 loads, as in schedule_rules.PackedPanelGemm.
 """
+from types import SimpleNamespace
+
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.base import get_extent, try_inline
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
@@ -90,7 +92,7 @@ class ConvolutionTiles(CPUScheduleRule):
         others = [block for block in blocks if block not in (product, columns)]
         # Elementwise work before the columns or after the product, inlined into its
         # readers; what stays must be the epilogue writing the outputs.
-        epilogues = try_inline(sch, [_Info(block) for block in others])
+        epilogues = try_inline(sch, [SimpleNamespace(block_rv=block) for block in others])
         order = [sch.get(block).name_hint for block in sch.get_child_blocks(
             sch.get_sblock("root"))]
         if order.index(COLUMNS_BLOCK) != 0 or order.index(BLOCK) != 1:
@@ -105,13 +107,6 @@ class ConvolutionTiles(CPUScheduleRule):
                            _accumulators(target))
         schedule_convolution(sch, product, columns, [e.block_rv for e in epilogues], tile)
         return sch
-
-
-class _Info:
-    """What try_inline needs of a block."""
-
-    def __init__(self, block_rv):
-        self.block_rv = block_rv
 
 
 def schedule_convolution(sch, product, columns, epilogues, tile):
