@@ -80,8 +80,10 @@ def _compile_and_compare(symbol, shapes, tmp_path, symbolic_dims=None, sizes=(No
         run_shapes = {name: concrete(shape, (symbolic_dims or {}).get(name, {}), size)
                       for name, shape in shapes.items()}
         inputs = make_inputs(symbol, run_shapes, seed=size or 0)
-        outputs = function(*[inputs[name] for name in input_names])
-        for got, expected in zip(outputs, run_mxnet(symbol, inputs)):
+        outputs, expected_outputs = (function(*[inputs[name] for name in input_names]),
+                                     run_mxnet(symbol, inputs))
+        assert len(outputs) == len(expected_outputs)
+        for got, expected in zip(outputs, expected_outputs):
             np.testing.assert_allclose(got.asnumpy(), expected, rtol=1e-5, atol=1e-5)
     return mod
 

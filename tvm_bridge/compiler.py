@@ -85,17 +85,19 @@ def fuse(mod, target):
         return tvm.transform.Sequential(passes)(mod)
 
 
+def default_rules():
+    """The dlight rules scheduling what tuning did not, first match wins."""
+    return [ConvolutionTiles(), PackedPanelGemm(), SpatialLanesReduction(), TiledTranspose(),
+            WindowPooling(), dlight.cpu.Reduction(), InlinedElementwise()]
+
+
 def lower(fused, target, database=None):
     """Schedule (database first, dlight for the rest) and lower a fused module."""
     with target:
         if database is not None:
             with database:
                 fused = relax.transform.MetaScheduleApplyDatabase()(fused)
-        fused = dlight.ApplyDefaultSchedule(ConvolutionTiles(), PackedPanelGemm(),
-                                            SpatialLanesReduction(),
-                                            TiledTranspose(), WindowPooling(),
-                                            dlight.cpu.Reduction(),
-                                            InlinedElementwise())(fused)
+        fused = dlight.ApplyDefaultSchedule(*default_rules())(fused)
         passes = cpu_generic.pipeline.dataflow_lower_passes(target)
         return tvm.transform.Sequential(passes + cpu_generic.finalize_passes(target))(fused)
 

@@ -42,7 +42,7 @@ def convolutions_as_matmuls(mod):
     return rewriter.builder_.get()
 
 
-def why_not_rewritten(call):
+def _why_not_rewritten(call):
     """None if the conv2d `call` is rewritten, else the reason it is not."""
     attrs = call.attrs
     data_type, weight_type = call.args[0].ty, call.args[1].ty
@@ -68,7 +68,7 @@ class _Rewriter(PyExprMutator):
     def visit_call_(self, call):  # pylint: disable=arguments-renamed
         if not call.op.same_as(_CONV2D):
             return super().visit_call_(call)
-        reason = why_not_rewritten(call)
+        reason = _why_not_rewritten(call)
         if reason is not None:
             # Python's warning filter shows each distinct reason once.
             warnings.warn("tvm_bridge: a conv2d stays TVM's relax.nn.conv2d (unscheduled, slow): "

@@ -21,8 +21,9 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
 from . import cache
-from .compiler import fuse
+from .compiler import default_rules, fuse
 from .target import host_target, target_json
+from .tuning_baseline import commit_default_schedules
 
 # Without a trial count a time budget alone bounds the run.
 TRIALS_WITHOUT_LIMIT = 100_000
@@ -124,6 +125,9 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
               "database": ms.database.JSONDatabase(work_dir=directory),
               "measure_callbacks": [*ms.measure_callback.MeasureCallback.create("default"),
                                     counter]}
+    if done["trials"] == 0:
+        commit_default_schedules(tasks, target, default_rules(), shared["database"],
+                                 shared["builder"], shared["runner"])
     # One task per round, in turn: meta-schedule's schedulers can only stop at their
     # trial limit (ending a task from a callback breaks their invariants), so the
     # clock is checked between rounds.
