@@ -2,7 +2,7 @@
 and window pooling (pool_schedule.py), compiled by tvm_bridge's own pipeline:
 the rewrite and the schedules really apply (the modules are inspected), results
 match MXNet to 1e-5, and LeNet's plan forced onto TVM runs its convolutions
-through them."""
+through them, in Python and exported, from the C runtime."""
 import warnings
 
 import mxnet as mx
@@ -11,6 +11,9 @@ import pytest
 from tvm import relax, s_tir, tirx
 from tvm.relax import op as R
 
+from deploy_models import assert_same, export_plan, python_outputs
+from native_runtime import run_model
+from test_c_runtime import report_counts, runner  # noqa: F401 - runner is a fixture
 from test_tvm_block import on_tvm
 from test_tvm_models import initialized, lenet
 from tvm_bridge import build_graph_module, compile_block, compiler
@@ -177,3 +180,16 @@ def test_measuring_against_onednn_does_not_make_tvm_prepare_its_weights_again(tm
     assert step.choice.history and step.function.preparations == 1
     compiled(images)
     assert step.function.preparations == 1
+
+
+def test_lenet_plan_runs_its_convolutions_from_the_c_runtime(runner, tmp_path):
+    net = initialized(lenet())
+    rng = np.random.RandomState(4)
+    example = [rng.uniform(-1, 1, (2, 1, 16, 16)).astype("f4")]
+    compiled, prefix = export_plan(net, example, tmp_path, "lenet", str(tmp_path / "cache"),
+                                   symbolic_dims={0: {0: "batch"}})
+    assert [s["backend"] for s in compiled.report()["segments"]] == ["tvm"]
+    calls = [[rng.uniform(-1, 1, (batch, 1, 16, 16)).astype("f4")] for batch in (2, 5, 1)]
+    got, stdout = run_model(runner, prefix, calls, str(tmp_path))
+    assert_same(got, python_outputs(net, calls), "LeNet plan from C")
+    assert report_counts(stdout) == (3, 0)
