@@ -95,6 +95,7 @@ def tune_module(mod, target=None, *, trials=None, seconds=None, cache_dir=None,
     """Tune the kernels of mod["main"] with meta-schedule until it has `trials`
     measurements (earlier runs' included) and/or for `seconds` (checked between
     rounds of `trials_per_round`; the first round always runs, after ~10 s of setup).
+    A module's first run records its default schedules first (tuning_baseline.py).
 
     Returns a dict: skipped (earlier runs spent this budget), trials (run now),
     seconds (spent now), tasks, database (its directory).
