@@ -7,8 +7,8 @@ and tvm_bridge.compile_block forced onto TVM (choose_by_measurement=False), so t
 TVM row is TVM whatever it measures. Batch 1 and 64. GFLOP/s counts two flops
 per multiply-add of the convolutions and dense layers and is computed from the
 whole call (the Python/VM call costs are in it: at batch 1 they dominate) and,
-for TVM, from its kernels alone: the block's graph compiled by tvm_bridge's
-pipeline, its VM function timed by TVM's time_evaluator (median of 30 repeats).
+for TVM, from its kernels alone: the plan's compiled function timed by TVM's
+time_evaluator (median of 30 repeats of 10 calls), parameters prepared before.
 """
 import argparse
 import os
@@ -25,6 +25,7 @@ from tvm import relax  # noqa: E402
 
 import harness  # noqa: E402
 import tvm_bridge  # noqa: E402
+from tvm_bridge.runtime import PREPARE_FUNCTION  # noqa: E402
 from tvm_bridge_speed import lenet  # noqa: E402
 
 IMAGE = (1, 28, 28)
@@ -61,7 +62,7 @@ def measure(name, make, shape, macs, batch, cache_dir, repeats):
          harness.Variant("tvm_bridge", compiled)],
         lambda call: (harness.normal_array((batch,) + shape, call),), repeats)
     ms = {variant: timing.median_ms for variant, timing in timings.items()}
-    ms["tvm kernels"] = kernels_ms(net, example, cache_dir)
+    ms["tvm kernels"] = kernels_ms(compiled, net, example)
     gflops = {variant: "%.1f" % (2 * macs * batch / (value * 1e6)) if macs else ""
               for variant, value in ms.items()}
     return [name, batch, ms["mxnet (oneDNN)"], ms["tvm_bridge"],
@@ -69,18 +70,20 @@ def measure(name, make, shape, macs, batch, cache_dir, repeats):
             gflops["mxnet (oneDNN)"], gflops["tvm_bridge"], gflops["tvm kernels"]]
 
 
-def kernels_ms(net, example, cache_dir):
-    """Milliseconds of the TVM VM function of `net`'s graph (its kernels, no Python)."""
-    _, symbol = net._cached_graph  # pylint: disable=protected-access
+def kernels_ms(compiled, net, example):
+    """Milliseconds of the VM function of `compiled`'s TVM segment (its kernels, no
+    Python), its parameters prepared beforehand as the plan prepares them."""
+    (step,) = compiled.plan.steps
     values = {p.name: p.data().asnumpy() for p in net.collect_params().values()}
     values["data"] = example.asnumpy()
-    mod, input_names, _ = tvm_bridge.build_graph_module(
-        symbol, {name: value.shape for name, value in values.items()})
-    function = tvm_bridge.compile_module(mod, cache_dir=cache_dir)
-    machine = relax.VirtualMachine(function.executable, tvm.cpu())
+    tensors = [tvm.runtime.tensor(values[compiled.plan.graph.nodes[node].name])
+               for node, _ in step.input_order]
+    machine = relax.VirtualMachine(step.function.executable, tvm.cpu())
+    data = step.function.signature.num_data
+    if data is not None:
+        tensors = tensors[:data] + list(machine[PREPARE_FUNCTION](tensors[data:]))
     timer = machine.time_evaluator("main", tvm.cpu(), number=10, repeat=30)
-    result = timer(*[tvm.runtime.tensor(values[name]) for name in input_names])
-    return result.median * 1e3
+    return timer(*tensors).median * 1e3
 
 
 def main():
