@@ -25,9 +25,10 @@ import time
 import mxnet as mx
 import numpy as np
 from gluon_dyn.graph_json import UNINFERABLE_OPS
-from gluon_dyn.measure import MeasuredChoice, interleaved_samples
+from gluon_dyn.measure import MeasuredChoice, decide_by_timing, interleaved_samples
 
-from .compiler import compile_module
+from .compiler import compile_module, every_gemm
+from .gemm_choice import measured_gemms
 from .graph import load_graph
 from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
@@ -36,6 +37,8 @@ from .tuning import tune_module
 
 REPEATS = 15  # timed calls per variant when choosing
 PLAN, WHOLE = "plan", "whole graph"  # what serves calls
+# The `gemms` option: which matrix products BLAS computes (compile_module's policy).
+GEMM_POLICIES = {"measure": measured_gemms, "blas": every_gemm, "tvm": None}
 
 
 class Step:
@@ -72,6 +75,10 @@ class SegmentedGraph:
     alone is prepared once per change); by default the inputs no operator takes
     as its first argument (Graph.weight_like_inputs). Any input may change at any
     call either way: the choice only decides what is prepared ahead.
+    `gemms` says which matrix products run on the mxnet wheel's BLAS instead of
+    TVM's kernels: "measure" (each product shape timed both ways; the default
+    when choosing by measurement), "tvm" (none; the default otherwise) or "blas"
+    (every one that can).
 
     After construction: `steps` (a Step per segment, in order), `choice` (the
     MeasuredChoice between PLAN and WHOLE, one MXNet CachedOp of the graph; None
@@ -81,10 +88,14 @@ class SegmentedGraph:
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
-                 choose_by_measurement=True, tune=None, parameter_names=None):
+                 choose_by_measurement=True, tune=None, parameter_names=None, gemms=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
+        gemms = gemms or ("measure" if choose_by_measurement else "tvm")
+        if gemms not in GEMM_POLICIES:
+            raise ValueError("gemms=%r: expected one of %s" % (gemms, ", ".join(GEMM_POLICIES)))
+        self._gemms = GEMM_POLICIES[gemms]
         missing = set(symbol.list_inputs()) - set(input_names)
         if missing:
             raise ValueError("no example input for graph input(s) %s" % sorted(missing))
@@ -113,6 +124,9 @@ class SegmentedGraph:
                                    else parameter_names)
         segments = partition(graph, shapes, dtypes, symbolic_dims,
                              example_inputs=dict(zip(input_names, example_inputs)))
+        # The sizes the examples give the symbolic dims (where BLAS is measured).
+        self._dim_values = {dim: shapes[name][axis] for name, axes in (symbolic_dims or {}).items()
+                            for axis, dim in axes.items()}
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                       for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
@@ -164,7 +178,8 @@ class SegmentedGraph:
             if tune:
                 step.tune_s = tune_module(module, trials=tune, cache_dir=cache_dir)["seconds"]
             start = time.perf_counter()
-            function = compile_module(module, cache_dir=cache_dir)
+            function = compile_module(module, cache_dir=cache_dir, gemms=self._gemms,
+                                      dim_values=self._dim_values)
             step.compile_s = 0.0 if function.info.get("from_cache") else \
                 time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot compile
@@ -295,8 +310,9 @@ class SegmentedGraph:
         measurements: when, medians, outcome) and, per segment, its backend, op
         count, ops ({op: count}), last times (ms) of each backend tried and its
         choice, compile and tuning seconds (0 when loaded from the cache; None
-        when not done), how often its parameters were prepared, and boundary
-        reasons; the inputs taken as parameters; and the calls run as one MXNet
+        when not done), how often its parameters were prepared, the matrix
+        products BLAS computes (gemm_choice.measured_gemms.report() has their
+        measurements), and boundary reasons; the inputs taken as parameters; and the calls run as one MXNet
         graph because a value typed by running differed (with the last reasons)."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
@@ -313,6 +329,8 @@ class SegmentedGraph:
                           "choice": step.choice.report() if step.choice else None,
                           "preparations": (None if step.function is None else
                                            step.function.preparations),
+                          "blas_gemms": ([] if step.function is None else
+                                         step.function.info["blas_gemms"]),
                           "tune_s": step.tune_s,
                           "reasons": list(step.segment.reasons) + (
                               [step.note] if step.note else [])}
@@ -320,12 +338,8 @@ class SegmentedGraph:
 
 
 def _decide(choice, variants, why):
-    """Time `variants` (name -> fn) interleaved and let `choice` decide, measuring
-    again while it waits to confirm a faster variant; the last medians (ms)."""
-    choice.decide(interleaved_samples(variants, repeats=REPEATS), why)
-    while choice.confirming:
-        choice.decide(interleaved_samples(variants, repeats=REPEATS), why + ", confirming")
-    return dict(choice.history[-1]["medians_ms"])
+    # interleaved_samples is looked up here, where tests script it.
+    return decide_by_timing(choice, variants, why, REPEATS, interleaved_samples)
 
 
 def _cached_op(symbol, static_shape):
