@@ -36,7 +36,7 @@ from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SpatialLanesRe
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 7
+PIPELINE_VERSION = 8
 
 
 def every_gemm(gemm, target, dim_values, cache_dir):  # pylint: disable=unused-argument
