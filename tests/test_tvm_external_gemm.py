@@ -3,8 +3,9 @@ chosen per product shape by measurement (gemm_choice.py).
 
 Routed products against numpy (symbolic rows, transposed operands, bias epilogues, the
 batched input projection), with a VM instrument proving the BLAS kernel ran; the
-choice by measurement with injected timings; SegmentedGraph's `gemms` option; a plan
-calling BLAS exported, loaded back in Python, and its bad signatures refused.
+choice by measurement with injected timings, per product and per segment;
+SegmentedGraph's `gemms` option; a plan calling BLAS exported, loaded back in Python,
+and its bad signatures refused.
 """
 import json
 import os
@@ -18,11 +19,10 @@ from tvm import relax, tirx
 from tvm.relax import op as R
 
 from gluon_dyn import measure
-from tvm_bridge import blas, compile_block, external_gemms, gemm_choice, runtime
+from tvm_bridge import blas, compile_block, external_gemms, gemm_choice, runtime, segmented
 from tvm_bridge.compiler import compile_module, every_gemm
 from tvm_bridge.deploy_loader import load_plan
 from tvm_bridge.external_gemms import Gemm
-from tvm_bridge.segmented import SegmentedGraph
 from tvm_helpers import COMPILE_CACHE, RTOL, uniform
 
 CACHE = COMPILE_CACHE.name
@@ -217,18 +217,56 @@ def _dense_symbol():
 def test_a_segmented_graph_takes_the_gemms_option():
     arrays = [mx.nd.array(uniform((6, 16), seed=10)), mx.nd.array(uniform((24, 16), seed=11)),
               mx.nd.array(uniform((24,), seed=12))]
-    plan = SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
+    plan = segmented.SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
                           choose_by_measurement=False, gemms="blas")
     segment = plan.report()["segments"][0]
     assert segment["backend"] == "tvm" and segment["blas_gemms"] == {"6x16x24 B^T": 1}
     expected = np.tanh(arrays[0].asnumpy() @ arrays[1].asnumpy().T + arrays[2].asnumpy())
     _assert_close(plan(*arrays)[0].asnumpy(), expected)
-    untouched = SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
+    untouched = segmented.SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
                                choose_by_measurement=False)
     assert untouched.report()["segments"][0]["blas_gemms"] == {}
     with pytest.raises(ValueError, match="gemms='cublas': expected one of measure, blas, tvm"):
-        SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
+        segmented.SegmentedGraph(_dense_symbol(), ["x", "w", "b"], arrays, cache_dir=CACHE,
                        choose_by_measurement=False, gemms="cublas")
+
+
+def _segment_samples(*rounds):
+    """A scripted interleaved_samples for SegmentedGraph: each round {name: ms}."""
+    script = iter(rounds)
+
+    def sample(variants, repeats):
+        medians = next(script)
+        assert set(variants) == set(medians) and repeats > 0
+        return {name: [ms / 1000] * measure.MIN_SAMPLES for name, ms in medians.items()}
+    return sample
+
+
+@pytest.mark.parametrize("blas_ms, kept", [(5.0, False), (1.0, True)])
+def test_products_measured_faster_alone_stay_on_blas_only_if_the_segment_gains(
+        monkeypatch, blas_ms, kept):
+    """The product (64x128x128) measures faster on BLAS alone (injected timings); the
+    segment is then timed with it and with TVM's kernels only (scripted): with BLAS 5 ms
+    against 2 ms it gets TVM's kernels, with 1 ms (twice) it keeps BLAS."""
+    chooser = gemm_choice.GemmChooser(_Kernels(), _scripted((10.0, 5.0), (10.0, 5.0)))
+    monkeypatch.setattr(segmented, "measured_gemms", chooser)
+    monkeypatch.setitem(segmented.GEMM_POLICIES, "measure", chooser)
+    on_blas, kernels = segmented.BLAS_PRODUCTS, segmented.TVM_KERNELS
+    rounds = [{on_blas: blas_ms, kernels: 2.0}] * (2 if kept else 1)
+    rounds += [{"tvm": 1.0, "mxnet": 5.0}] * 2 + [{"plan": 1.0, "whole graph": 5.0}] * 2
+    monkeypatch.setattr(segmented, "interleaved_samples", _segment_samples(*rounds))
+    arrays = [mx.nd.array(uniform((64, 128), seed=14)), mx.nd.array(uniform((128, 128), seed=15)),
+              mx.nd.array(uniform((128,), seed=16))]
+    x, w, b = mx.sym.var("x"), mx.sym.var("w"), mx.sym.var("b")
+    symbol = mx.sym.tanh(mx.sym.FullyConnected(x, w, b, num_hidden=128))
+    plan = segmented.SegmentedGraph(symbol, ["x", "w", "b"], arrays, cache_dir=CACHE)
+    segment = plan.report()["segments"][0]
+    assert segment["backend"] == "tvm" and not plan.uses_whole_graph
+    assert segment["blas_gemms"] == ({"64x128x128 B^T": 1} if kept else {})
+    assert segment["kernel_choice"]["chosen"] == (on_blas if kept else kernels)
+    assert len(segment["kernel_choice"]["history"]) == len(rounds) - 4
+    expected = np.tanh(arrays[0].asnumpy() @ arrays[1].asnumpy().T + arrays[2].asnumpy())
+    _assert_close(plan(*arrays)[0].asnumpy(), expected)
 
 
 class _Dense(mx.gluon.HybridBlock):

@@ -7,7 +7,8 @@ code. The libraries holding them are linked against it (`link_options`), so that
 dynamic loader resolves the symbol when TVM loads them (from the copy already in
 the process, matched by its soname); their manifests list it (`external_entry`),
 and runtime.load_external (the C runtime: src/runtime/libraries.cc) makes it global
-before they load, which the code TVM compiles in memory needs too.
+before they load, which the code TVM compiles in memory needs too. Its OpenMP
+threads follow the calling thread's OpenMP setting (see load_external).
 """
 import os
 

@@ -54,9 +54,10 @@ def load_external(entries):
     """Make each {"library", "symbol"} of `entries` available to TVM libraries: the
     library (a file name, looked up in the mxnet package's folder, where libmxnet.so
     and the OpenBLAS it links are) loaded with its symbols global, and the symbol
-    checked. An OpenBLAS gets TVM's thread count (configure_threads): its kernels
-    and TVM's run one at a time, each pool on every core. ValueError/OSError naming
-    the entry when it cannot be had."""
+    checked. ValueError/OSError naming the entry when it cannot be had.
+    OpenBLAS's thread count is left alone: the wheel's (0.3.13, OpenMP) follows the
+    calling thread's OpenMP setting (OMP_NUM_THREADS, else every CPU), and setting it
+    would set that thread's OpenMP thread count for every other library too."""
     folder = os.path.dirname(os.path.abspath(mx.__file__))
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("library"), str) or \
@@ -72,10 +73,7 @@ def load_external(entries):
             path = os.path.join(folder, name)
             if not os.path.exists(path):
                 raise OSError(f"external library {name}: {path} does not exist")
-            library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            if hasattr(library, "openblas_set_num_threads"):
-                library.openblas_set_num_threads(configure_threads())
-            _external_libraries[name] = library
+            library = _external_libraries[name] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         if not hasattr(library, entry["symbol"]):
             raise OSError(f"external library {name} has no function {entry['symbol']}")
 

@@ -37,11 +37,6 @@ void *open_global(const char *path) {
   return handle;
 }
 
-int cpus_available() {
-  cpu_set_t cpus;
-  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-}
-
 }  // namespace
 
 void load_operator_library() {
@@ -57,7 +52,9 @@ void load_tvm_runtime() {
   std::call_once(loaded, [] {  // runs again after a load that threw
     // As tvm_bridge's runtime.py: a thread per CPU this process may use, and no pinning (a
     // pinned caller passes its one-CPU mask to every thread it creates later, MXNet's too).
-    setenv("TVM_NUM_THREADS", std::to_string(cpus_available()).c_str(), 0);
+    cpu_set_t cpus;
+    int count = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    setenv("TVM_NUM_THREADS", std::to_string(count).c_str(), 0);
     setenv("TVM_BIND_THREADS", "0", 0);
     open_global(GD_TVM_FFI_LIBRARY);
     open_global(GD_TVM_RUNTIME_LIBRARY);
@@ -70,7 +67,6 @@ void load_external(const std::string &library, const std::string &symbol) {
     throw Error("external library \"" + library +
                 "\": a file name of the mxnet package is expected, not a path");
   }
-  load_tvm_runtime();  // sets TVM_NUM_THREADS, which OpenBLAS follows
   static std::mutex mutex;
   static std::map<std::string, void *> loaded;  // file name -> handle
   std::lock_guard<std::mutex> lock(mutex);
@@ -83,15 +79,6 @@ void load_external(const std::string &library, const std::string &symbol) {
       handle = open_global(path.c_str());
     } catch (const Error &error) {
       throw Error("external library " + library + ": " + error.what());
-    }
-    // As tvm_bridge's runtime.load_external: OpenBLAS's kernels and TVM's run one at a
-    // time, each with TVM's thread count.
-    using SetThreads = void (*)(int);
-    auto set_threads = reinterpret_cast<SetThreads>(dlsym(handle, "openblas_set_num_threads"));
-    if (set_threads != nullptr) {
-      const char *text = getenv("TVM_NUM_THREADS");
-      int threads = text != nullptr ? atoi(text) : 0;
-      set_threads(threads > 0 ? threads : cpus_available());
     }
     found = loaded.emplace(library, handle).first;
   }

@@ -17,8 +17,9 @@ void load_tvm_runtime();
 
 // Makes `symbol` of `library` (a file name in the mxnet wheel's folder, as a segment's
 // signature lists it: tvm_bridge's OpenBLAS kernels call cblas_sgemm) available to segment
-// libraries: loaded with its symbols global, an OpenBLAS given TVM's thread count. gd::Error
-// naming the library or symbol when it cannot be had, or when `library` is a path.
+// libraries: loaded with its symbols global (its thread count left alone, as in
+// tvm_bridge/runtime.py). gd::Error naming the library or symbol when it cannot be had, or
+// when `library` is a path.
 void load_external(const std::string &library, const std::string &symbol);
 
 }  // namespace gd
