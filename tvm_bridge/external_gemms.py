@@ -47,18 +47,6 @@ class Gemm(collections.namedtuple("Gemm", "rows depth columns transpose_a transp
         return int(rows) if isinstance(rows, tirx.IntImm) else None
 
 
-def candidates(mod):
-    """The Gemm of every candidate matmul of mod["main"], in program order."""
-    found = []
-
-    def note(gemm):
-        found.append(gemm)
-        return False
-
-    _Router(mod, note).rewrite()
-    return found
-
-
 def route(mod, choose):
     """(`mod` with the candidates `choose(gemm)` accepts computed by BLAS, their Gemms)."""
     routed = []

@@ -14,7 +14,6 @@ from gluon_dyn.measure import MeasuredChoice, decide_by_timing, interleaved_samp
 from tvm import relax
 from tvm.relax import op as R
 
-from . import blas
 from .compiler import compile_module, every_gemm
 from .target import target_json
 
@@ -76,11 +75,9 @@ class GemmChooser:
         key = (gemm._replace(rows=rows).label(), target_json(target))
         choice = self.choices.get(key)
         if choice is None:
-            blas.load()
             choice = self.choices[key] = MeasuredChoice((TVM, BLAS), incumbent=TVM)
             decide_by_timing(choice, self._variants(gemm, rows, target, cache_dir),
-                             "kernel of %s" % key[0],
-                             REPEATS, self._sample)
+                             "kernel of %s" % key[0], REPEATS, self._sample)
         return choice.chosen == BLAS
 
     def report(self):
