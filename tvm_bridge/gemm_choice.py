@@ -20,8 +20,8 @@ from .target import target_json
 TVM, BLAS = "tvm", "blas"
 REPEATS = 15  # timed calls per kernel and measurement
 # Smaller products (multiply-adds) stay on TVM unmeasured: either kernel takes a few
-# microseconds (a hidden-64 LSTM's 50x64x256 input projection: 4 us on TVM, 8 on BLAS),
-# not worth two compiles and a measurement.
+# microseconds (a hidden-64 LSTM's 50x64x256 input projection: 14-20 us on TVM, 25 on
+# OpenBLAS, benchmarks/gemm_kernels.py), not worth two compiles and a measurement.
 MEASURED_MIN_WORK = 1 << 20
 
 
