@@ -11,7 +11,8 @@ variants, medians):
 2. MXNet's control-flow configuration: the same loop with LSTMCell hidden 512,
    100 steps, batch 1 and 32 - dynamic on MXNet (reference), on TVM untuned and
    tuned (--config-trials, when given), gluon.rnn.LSTM (the fused oneDNN operator,
-   same weights), PyTorch eager, torch.compile;
+   same weights), PyTorch eager, torch.compile (the summary under each table lists the
+   matrix products measured for BLAS and what was chosen: tvm_bridge.gemm_choice);
 3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc, static_shape)
    (reference) vs tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
 PyTorch rows appear when torch is installed (`make bench-extra`). "first calls s"
@@ -30,6 +31,7 @@ import harness
 import tvm_bridge
 from control_flow_rnn import Loop, torch_cell, torch_steps
 from small_lstm import BATCH, HIDDEN, INPUT, STEPS, LoopLSTM, UnrolledLSTM, torch_loop
+from tvm_bridge.gemm_choice import measured_gemms
 from tvm_bridge.runtime import configure_threads
 
 
@@ -65,7 +67,10 @@ def plan_summary(net):
     for plan in gluon_dyn.hybridize.report(net)["tvm"]["plans"]:
         print("plan: runs %s (plan %s ms, one MXNet graph %s ms); segments %s" % (
             plan["runs"], plan["plan_ms"], plan["whole_graph_mxnet_ms"],
-            [(s["backend"], s["ops"], s["times_ms"]) for s in plan["segments"]]))
+            [(s["backend"], s["ops"], s["times_ms"], s["blas_gemms"]) for s in plan["segments"]]))
+    for shape, choice in measured_gemms.report().items():
+        print("matrix product %s: %s (last medians %s ms)" % (
+            shape, choice["chosen"], choice["history"][-1]["times_ms"]))
 
 
 def small_lstm(args, torch, cache_root):

@@ -75,6 +75,16 @@ def median_time(variants, warmup=3, repeats=20):
     return medians if isinstance(variants, dict) else [medians[name] for name in named]
 
 
+def decide_by_timing(choice, variants, why, repeats, sample=interleaved_samples):
+    """Time `variants` (name -> zero-argument fn) with `sample` (interleaved_samples'
+    signature) and let `choice` (a MeasuredChoice) decide, measuring again while it
+    waits to confirm a faster variant; returns the last times (name -> ms)."""
+    choice.decide(sample(variants, repeats=repeats), why)
+    while choice.confirming:
+        choice.decide(sample(variants, repeats=repeats), why + ", confirming")
+    return dict(choice.history[-1]["times_ms"])
+
+
 class MeasuredChoice:
     """Which of several variants serves calls, chosen by timing and kept against noise.
 

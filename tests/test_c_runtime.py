@@ -367,6 +367,69 @@ def test_bad_plan_files_fail_to_load_naming_the_file(runner, mlp_plan, tmp_path,
     assert message in done.stdout, done.stdout
 
 
+@pytest.fixture(scope="module")
+def blas_plan(tmp_path_factory):
+    """An MLP plan whose products call the mxnet wheel's OpenBLAS, any batch:
+    (block, prefix)."""
+    directory = tmp_path_factory.mktemp("blas")
+    block = initialized(Mlp(), 6)
+    example = [np.random.RandomState(9).uniform(-1, 1, (2, FEATURES)).astype("f4")]
+    compiled, prefix = export_plan(block, example, directory, "mlp", str(directory / "cache"),
+                                   symbolic_dims={0: {0: "batch"}}, gemms="blas")
+    assert compiled.report()["segments"][0]["blas_gemms"] == {"(batch)x4x8 B^T": 1,
+                                                              "(batch)x8x3 B^T": 1}
+    return block, prefix
+
+
+def test_a_plan_whose_products_call_blas_runs_from_c_and_matches_python(runner, blas_plan,
+                                                                        tmp_path):
+    block, prefix = blas_plan
+    signature = json.load(open(prefix + "-segment0-tvm.json"))
+    assert signature["format"] == 3
+    assert signature["external"] == [{"library": "libopenblas.so.0", "symbol": "cblas_sgemm"}]
+    rng = np.random.RandomState(10)
+    calls = [[rng.uniform(-1, 1, (batch, FEATURES)).astype("f4")] for batch in (2, 33, 1)]
+    got, stdout = run_model(runner, prefix, calls, str(tmp_path))
+    assert_same(got, python_outputs(block, calls), "BLAS plan from C")
+    assert report_counts(stdout) == (3, 0)
+
+
+def set_external(files, entries):
+    rewrite_json(files["-segment0-tvm.json"], lambda signature: signature.update(external=entries))
+
+
+BAD_EXTERNAL_FUNCTIONS = {
+    "a path": (lambda f: set_external(f, [{"library": "/lib/libopenblas.so.0",
+                                           "symbol": "cblas_sgemm"}]),
+               "-segment0-tvm.json: external[0]: external library \"/lib/libopenblas.so.0\": "
+               "a file name of the mxnet package is expected, not a path"),
+    "a missing library": (lambda f: set_external(f, [{"library": "libnothing.so",
+                                                      "symbol": "cblas_sgemm"}]),
+                          "-segment0-tvm.json: external[0]: external library libnothing.so: "
+                          "cannot load "),
+    "a missing symbol": (lambda f: set_external(f, [{"library": "libopenblas.so.0",
+                                                     "symbol": "cblas_nothing"}]),
+                         "external library libopenblas.so.0 has no function cblas_nothing"),
+    "no symbol": (lambda f: set_external(f, [{"library": "libopenblas.so.0"}]),
+                  "-segment0-tvm.json: external[0]: no field \"symbol\""),
+    "a newer format": (lambda f: rewrite_json(f["-segment0-tvm.json"],
+                                              lambda signature: signature.update(format=4)),
+                       "-segment0-tvm.json: signature format 4, this runtime reads formats 1 "
+                       "to 3"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_EXTERNAL_FUNCTIONS))
+def test_bad_external_functions_fail_to_load_naming_them(runner, blas_plan, tmp_path, case):
+    change, message = BAD_EXTERNAL_FUNCTIONS[case]
+    prefix = corrupt(blas_plan[1], tmp_path, "bad", change)
+    done = subprocess.run([runner, prefix, "/dev/null", "/dev/null"], capture_output=True,
+                          text=True, timeout=120, env=clean_environment())
+    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
+    assert done.stdout.startswith("load failed: gd_model_load: " + prefix), done.stdout
+    assert message in done.stdout, done.stdout
+
+
 def test_api_misuse_fails_with_messages(tmp_path):
     dense = gluon.nn.Dense(2, in_units=3)
     dense.initialize()

@@ -3,7 +3,9 @@
 Graphs: load a graph, partition it into TVM-convertible and MXNet segments,
 and build Relax modules for the TVM ones.
 Compiling: compile_module (cached on disk), tune_module, CompiledFunction
-(called with MXNet NDArrays through DLPack); and deploy as modules.
+(called with MXNet NDArrays through DLPack); and deploy as modules. Matrix
+products run on TVM's generated kernels, or on the mxnet wheel's OpenBLAS where
+that measured faster per product shape (external_gemms.py, gemm_choice.py, blas.py).
 Running: SegmentedGraph (TVM where faster, MXNet elsewhere); compile_block for a
 static HybridBlock, whose export load_plan (deploy_loader.py, standalone with
 runtime.py) runs without this package.

@@ -43,13 +43,14 @@ class CompiledBlock:
 
 
 def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_dir=None,
-                  choose_by_measurement=True):
+                  choose_by_measurement=True, gemms=None):
     """Compile a static HybridBlock for inference on TVM where it measures faster.
 
     `example_inputs` are NDArrays as the block takes them; `symbolic_dims`
     ({0: "batch"} per data input position, e.g. {0: {0: "batch"}}) leaves
     dimensions open; `tune` is a number of meta-schedule trials per segment;
-    `choose_by_measurement=False` keeps every segment TVM can compile on TVM.
+    `choose_by_measurement=False` keeps every segment TVM can compile on TVM;
+    `gemms` says which matrix products BLAS computes (SegmentedGraph's option).
     """
     if not block._active:  # keep the caller's hybridize flags (static_alloc, ...)
         block.hybridize()
@@ -64,7 +65,7 @@ def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_d
     named_dims = {data_names[position]: axes for position, axes in (symbolic_dims or {}).items()}
     plan = SegmentedGraph(symbol, symbol.list_inputs(), examples, symbolic_dims=named_dims,
                           cache_dir=cache_dir, tune=tune,
-                          choose_by_measurement=choose_by_measurement,
+                          choose_by_measurement=choose_by_measurement, gemms=gemms,
                           parameter_names=[name for name in symbol.list_inputs()
                                            if name not in data_names])
     return CompiledBlock(block, plan, symbol.list_inputs(), data_names,

@@ -8,6 +8,7 @@ and runtime.py, which imports nothing from this project and can be copied.
 import os
 import shutil
 
+from .blas import link_options
 from .runtime import load_library, write_manifest
 
 LIBRARY_SUFFIX = "-tvm.so"
@@ -25,7 +26,8 @@ def export(compiled, prefix):
         # A library loaded back from disk cannot be exported again; copy the file.
         shutil.copyfile(cached, library)
     else:
-        compiled.executable.export_library(library)
+        compiled.executable.export_library(library,
+                                           options=link_options(compiled.signature.external))
     write_manifest(manifest, compiled.signature)
     return library, manifest
 

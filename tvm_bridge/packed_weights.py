@@ -14,7 +14,9 @@ is padded with zero columns, and the product's padding sliced off (LeNet's
 so compiler.py lifts it (with the transpose before it) into the function that
 runs when parameters change (LiftTransformParams); the per-call function gets
 Wp. Only functions that say which of their inputs are parameters (the
-"num_input" attribute: the first num_input are data) are rewritten.
+"num_input" attribute: the first num_input are data) are rewritten, and only
+products left to TVM (external_gemms.py routes others to BLAS before this runs:
+those read their weight as stored).
 """
 import tvm
 from tvm import relax, te, tirx

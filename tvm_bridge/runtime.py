@@ -15,9 +15,10 @@ from tvm import relax
 
 # TVM's DLPack import refuses other addresses; such inputs are copied.
 TVM_ALIGNMENT = 64
+# 3: "external" (functions the library calls from the libraries of the mxnet wheel);
 # 2: "num_data" (parameters prepared by PREPARE_FUNCTION); 1 had no preparation.
-MANIFEST_FORMAT = 2
-READABLE_MANIFEST_FORMATS = (1, 2)
+MANIFEST_FORMAT = 3
+READABLE_MANIFEST_FORMATS = (1, 2, 3)
 # The function compiler.py lifts the work on parameters into (Relax's name for it).
 PREPARE_FUNCTION = "main_transform_params"
 
@@ -46,6 +47,37 @@ def configure_threads(default_threads=None):
     return int(os.environ["TVM_NUM_THREADS"])
 
 
+_external_libraries = {}  # file name -> the ctypes library, loaded once
+
+
+def load_external(entries):
+    """Make each {"library", "symbol"} of `entries` available to TVM libraries: the
+    library (a file name, looked up in the mxnet package's folder, where libmxnet.so
+    and the OpenBLAS it links are) loaded with its symbols global, and the symbol
+    checked. ValueError/OSError naming the entry when it cannot be had.
+    OpenBLAS's thread count is left alone: the wheel's (0.3.13, OpenMP) follows the
+    calling thread's OpenMP setting (OMP_NUM_THREADS, else every CPU), and setting it
+    would set that thread's OpenMP thread count for every other library too."""
+    folder = os.path.dirname(os.path.abspath(mx.__file__))
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("library"), str) or \
+                not isinstance(entry.get("symbol"), str):
+            raise ValueError(f"an external function must name its library and symbol, "
+                             f"got {entry!r}")
+        name = entry["library"]
+        if os.path.basename(name) != name or name in ("", ".", ".."):
+            raise ValueError(f"external library {name!r}: a file name of the mxnet package "
+                             f"is expected, not a path")
+        library = _external_libraries.get(name)
+        if library is None:
+            path = os.path.join(folder, name)
+            if not os.path.exists(path):
+                raise OSError(f"external library {name}: {path} does not exist")
+            library = _external_libraries[name] = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        if not hasattr(library, entry["symbol"]):
+            raise OSError(f"external library {name} has no function {entry['symbol']}")
+
+
 class InputSpec:
     """Name, shape (ints, or strings naming symbolic dims) and dtype of one input."""
 
@@ -65,17 +97,21 @@ class Signature:
     `num_data`: None, or the count of leading inputs that are data; the inputs
     after them are parameters, which the library's PREPARE_FUNCTION turns into
     what its "main" takes after the data (see CompiledFunction).
+    `external`: the functions the library calls from the mxnet wheel's libraries,
+    each {"library": file name, "symbol": name} (load_external).
     """
 
-    def __init__(self, inputs, num_outputs, returns_tuple=True, num_data=None):
+    def __init__(self, inputs, num_outputs, returns_tuple=True, num_data=None, external=()):
         self.inputs = list(inputs)
         self.num_outputs = int(num_outputs)
         self.returns_tuple = bool(returns_tuple)
         self.num_data = None if num_data is None else int(num_data)
+        self.external = list(external)
 
     def to_json(self):
         data = {"inputs": [spec.to_json() for spec in self.inputs],
-                "num_outputs": self.num_outputs, "returns_tuple": self.returns_tuple}
+                "num_outputs": self.num_outputs, "returns_tuple": self.returns_tuple,
+                "external": self.external}
         if self.num_data is not None:
             data["num_data"] = self.num_data
         return data
@@ -84,7 +120,7 @@ class Signature:
     def from_json(cls, data):
         inputs = [InputSpec(d["name"], d["shape"], d["dtype"]) for d in data["inputs"]]
         return cls(inputs, data["num_outputs"], data.get("returns_tuple", True),
-                   data.get("num_data"))
+                   data.get("num_data"), data.get("external", ()))
 
     def check(self, arrays):
         """Raise ValueError/TypeError naming the first input that does not fit."""
@@ -273,6 +309,7 @@ def load_library(library_path, manifest_path, info=None):
         if not os.path.exists(path):
             raise FileNotFoundError(f"compiled TVM function: {path} does not exist")
     manifest = read_manifest(manifest_path)
+    signature = Signature.from_json(manifest)
+    load_external(signature.external)  # before the library that calls them
     executable = tvm.runtime.load_module(library_path)
-    return CompiledFunction(executable, Signature.from_json(manifest),
-                            manifest.get("function", "main"), info)
+    return CompiledFunction(executable, signature, manifest.get("function", "main"), info)

@@ -12,6 +12,10 @@ gluon_dyn.measure.MeasuredChoice: MXNet stays unless TVM is faster by a margin
 in two measurements, and the choices are measured again when the plan serving
 calls runs much slower than the alternative did, and at scheduled re-checks;
 the report gives each measurement (when, what, the times, the outcome).
+A segment whose matrix products measured faster on BLAS alone (gemm_choice.py) is
+compiled with TVM's kernels only too, and the two are timed as a whole first:
+OpenBLAS's threads and TVM's alternating on the same cores can make the products
+slower there than alone, so they stay on BLAS only where the segment gains.
 Inference only: training keeps MXNet, whose backward TVM does not provide.
 
 A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
@@ -25,9 +29,10 @@ import time
 import mxnet as mx
 import numpy as np
 from gluon_dyn.graph_json import UNINFERABLE_OPS
-from gluon_dyn.measure import MeasuredChoice, interleaved_samples
+from gluon_dyn.measure import MeasuredChoice, decide_by_timing, interleaved_samples
 
-from .compiler import compile_module
+from .compiler import compile_module, every_gemm
+from .gemm_choice import measured_gemms
 from .graph import load_graph
 from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
@@ -36,6 +41,10 @@ from .tuning import tune_module
 
 REPEATS = 15  # timed calls per variant when choosing
 PLAN, WHOLE = "plan", "whole graph"  # what serves calls
+# The `gemms` option: which matrix products BLAS computes (compile_module's policy).
+GEMM_POLICIES = {"measure": measured_gemms, "blas": every_gemm, "tvm": None}
+# A segment whose products measured faster on BLAS alone is timed both ways as a whole.
+BLAS_PRODUCTS, TVM_KERNELS = "products on BLAS", "TVM's kernels"
 
 
 class Step:
@@ -54,6 +63,9 @@ class Step:
         self.backend = "mxnet"
         self.function = self.input_order = self.output_order = None
         self.choice = None  # a MeasuredChoice between "tvm" and "mxnet", once timed
+        # With products on BLAS by measurement: the segment compiled with TVM's kernels
+        # only ((function, run) until timed), and the MeasuredChoice between the two.
+        self.tvm_kernels = self.kernel_choice = None
         self.times_ms = {}
         self.compile_s = self.tune_s = None
         self.note = ""
@@ -72,6 +84,10 @@ class SegmentedGraph:
     alone is prepared once per change); by default the inputs no operator takes
     as its first argument (Graph.weight_like_inputs). Any input may change at any
     call either way: the choice only decides what is prepared ahead.
+    `gemms` says which matrix products run on the mxnet wheel's BLAS instead of
+    TVM's kernels: "measure" (each product shape timed both ways; the default
+    when choosing by measurement), "tvm" (none; the default otherwise) or "blas"
+    (every one that can).
 
     After construction: `steps` (a Step per segment, in order), `choice` (the
     MeasuredChoice between PLAN and WHOLE, one MXNet CachedOp of the graph; None
@@ -81,10 +97,14 @@ class SegmentedGraph:
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
-                 choose_by_measurement=True, tune=None, parameter_names=None):
+                 choose_by_measurement=True, tune=None, parameter_names=None, gemms=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
+        gemms = gemms or ("measure" if choose_by_measurement else "tvm")
+        if gemms not in GEMM_POLICIES:
+            raise ValueError("gemms=%r: expected one of %s" % (gemms, ", ".join(GEMM_POLICIES)))
+        self._gemms = GEMM_POLICIES[gemms]
         missing = set(symbol.list_inputs()) - set(input_names)
         if missing:
             raise ValueError("no example input for graph input(s) %s" % sorted(missing))
@@ -113,6 +133,9 @@ class SegmentedGraph:
                                    else parameter_names)
         segments = partition(graph, shapes, dtypes, symbolic_dims,
                              example_inputs=dict(zip(input_names, example_inputs)))
+        # The sizes the examples give the symbolic dims (where BLAS is measured).
+        self._dim_values = {dim: shapes[name][axis] for name, axes in (symbolic_dims or {}).items()
+                            for axis, dim in axes.items()}
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                       for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
@@ -164,16 +187,38 @@ class SegmentedGraph:
             if tune:
                 step.tune_s = tune_module(module, trials=tune, cache_dir=cache_dir)["seconds"]
             start = time.perf_counter()
-            function = compile_module(module, cache_dir=cache_dir)
+            function = compile_module(module, cache_dir=cache_dir, gemms=self._gemms,
+                                      dim_values=self._dim_values)
+            if function.info["blas_gemms"] and self._gemms is measured_gemms:
+                # Products measured faster alone may not be in the segment (OpenBLAS's
+                # threads and TVM's alternate on the same cores): both are timed there.
+                kernels_only = compile_module(module, cache_dir=cache_dir)
             step.compile_s = 0.0 if function.info.get("from_cache") else \
                 time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot compile
             step.note = "TVM compile failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
             return
-        position = {ref: k for k, ref in enumerate(step.segment.inputs)}
-        take = [position[ref] for ref in input_order]
-        produced = {ref: k for k, ref in enumerate(output_order)}
-        give = [produced[ref] for ref in step.segment.outputs]
+        step.input_order, step.output_order = input_order, output_order
+        segment = step.segment
+        if segment.observed_inputs:
+            names = segment.input_names(self.graph)
+            step.note = ("reads %s, typed by running the graph on the example inputs (MXNet "
+                         "cannot infer through %s): on TVM, checked at each call; a call "
+                         "where they differ runs as one MXNet graph" % (
+                             ", ".join(names[k] for k in segment.observed_inputs),
+                             "/".join(UNINFERABLE_OPS)))
+        step.run_in_tvm, step.function = self._tvm_runner(step, function), function
+        if function.info["blas_gemms"] and self._gemms is measured_gemms:
+            step.tvm_kernels = kernels_only, self._tvm_runner(step, kernels_only)
+        step.run, step.backend = step.run_in_tvm, "tvm"
+
+    def _tvm_runner(self, step, function):
+        """run(*arrays) of `step`'s segment on `function` (compiled for its module)."""
+        segment = step.segment
+        position = {ref: k for k, ref in enumerate(segment.inputs)}
+        take = [position[ref] for ref in step.input_order]
+        produced = {ref: k for k, ref in enumerate(step.output_order)}
+        give = [produced[ref] for ref in segment.outputs]
 
         call = function.call_unchecked  # the plan's inputs are checked once, in __call__
 
@@ -181,19 +226,11 @@ class SegmentedGraph:
             results = _as_list(call(*[arrays[k] for k in take]))
             return [results[k] for k in give]
 
-        segment = step.segment
         if segment.observed_inputs:
-            names = segment.input_names(self.graph)
             run_in_tvm = checking_inputs(run_in_tvm, {k: segment.input_types[k] for k in
-                                                      segment.observed_inputs}, names)
-            step.note = ("reads %s, typed by running the graph on the example inputs (MXNet "
-                         "cannot infer through %s): on TVM, checked at each call; a call "
-                         "where they differ runs as one MXNet graph" % (
-                             ", ".join(names[k] for k in segment.observed_inputs),
-                             "/".join(UNINFERABLE_OPS)))
-        step.run_in_tvm, step.function = run_in_tvm, function
-        step.input_order, step.output_order = input_order, output_order
-        step.run, step.backend = run_in_tvm, "tvm"
+                                                      segment.observed_inputs},
+                                         segment.input_names(self.graph))
+        return run_in_tvm
 
     def _choose(self, inputs, why):
         """Time each TVM segment against MXNet on `inputs`; then the whole plan
@@ -221,6 +258,8 @@ class SegmentedGraph:
     def _choose_backend(step, args, mxnet_args, why):
         step.choice = step.choice or MeasuredChoice(("tvm", "mxnet"), incumbent="mxnet")
         try:
+            if step.kernel_choice is None and step.tvm_kernels is not None:
+                _keep_blas_if_faster(step, args, why)
             step.times_ms = _decide(step.choice, {
                 "tvm": lambda: _wait(step.run_in_tvm(*args)),
                 "mxnet": lambda: _wait(step.run_in_mxnet(*mxnet_args))}, why)
@@ -304,7 +343,10 @@ class SegmentedGraph:
         measurements: when, times, outcome) and, per segment, its backend, op
         count, ops ({op: count}), last times (ms) of each backend tried and its
         choice, compile and tuning seconds (0 when loaded from the cache; None
-        when not done), how often its parameters were prepared, and boundary
+        when not done), how often its parameters were prepared, the matrix
+        products BLAS computes (gemm_choice.measured_gemms.report() has their
+        measurements) and, where those were measured faster alone, the choice
+        between the segment with them and with TVM's kernels only, and boundary
         reasons; the inputs taken as parameters; and the calls run as one MXNet
         graph because a value typed by running differed (with the last reasons)."""
         return {
@@ -322,19 +364,32 @@ class SegmentedGraph:
                           "choice": step.choice.report() if step.choice else None,
                           "preparations": (None if step.function is None else
                                            step.function.preparations),
+                          "blas_gemms": ({} if step.function is None else
+                                         step.function.info["blas_gemms"]),
+                          "kernel_choice": (step.kernel_choice.report() if step.kernel_choice
+                                            else None),
                           "tune_s": step.tune_s,
                           "reasons": list(step.segment.reasons) + (
                               [step.note] if step.note else [])}
                          for step in self.steps]}
 
 
+def _keep_blas_if_faster(step, args, why):
+    """Time `step` with its products on BLAS against TVM's kernels only (the incumbent)
+    and keep the faster (MeasuredChoice)."""
+    kernels_only, run_kernels_only = step.tvm_kernels
+    step.kernel_choice = MeasuredChoice((BLAS_PRODUCTS, TVM_KERNELS), incumbent=TVM_KERNELS)
+    _decide(step.kernel_choice, {BLAS_PRODUCTS: lambda: _wait(step.run_in_tvm(*args)),
+                                 TVM_KERNELS: lambda: _wait(run_kernels_only(*args))},
+            why + ", products on BLAS")
+    if step.kernel_choice.chosen == TVM_KERNELS:
+        step.function, step.run_in_tvm = kernels_only, run_kernels_only
+    step.tvm_kernels = None
+
+
 def _decide(choice, variants, why):
-    """Time `variants` (name -> fn) interleaved and let `choice` decide, measuring
-    again while it waits to confirm a faster variant; the last times (ms)."""
-    choice.decide(interleaved_samples(variants, repeats=REPEATS), why)
-    while choice.confirming:
-        choice.decide(interleaved_samples(variants, repeats=REPEATS), why + ", confirming")
-    return dict(choice.history[-1]["times_ms"])
+    # interleaved_samples is looked up here, where tests script it.
+    return decide_by_timing(choice, variants, why, REPEATS, interleaved_samples)
 
 
 def _cached_op(symbol, static_shape):

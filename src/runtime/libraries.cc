@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -20,17 +21,20 @@
 #ifndef GD_TVM_FFI_LIBRARY
 #error "GD_TVM_FFI_LIBRARY (the path of TVM's libtvm_ffi.so) must be defined"
 #endif
+#ifndef GD_MXNET_LIBRARY
+#error "GD_MXNET_LIBRARY (the path of the mxnet wheel's libmxnet.so) must be defined"
+#endif
 
 namespace gd {
 
 namespace {
 
-void open_global(const char *path) {
+void *open_global(const char *path) {
   // RTLD_GLOBAL: TVM's segment libraries leave TVM's functions undefined, to be taken from
   // the libraries already in the process.
-  if (dlopen(path, RTLD_NOW | RTLD_GLOBAL) == nullptr) {
-    throw Error(std::string("cannot load ") + path + ": " + dlerror());
-  }
+  void *handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) throw Error(std::string("cannot load ") + path + ": " + dlerror());
+  return handle;
 }
 
 }  // namespace
@@ -55,6 +59,33 @@ void load_tvm_runtime() {
     open_global(GD_TVM_FFI_LIBRARY);
     open_global(GD_TVM_RUNTIME_LIBRARY);
   });
+}
+
+void load_external(const std::string &library, const std::string &symbol) {
+  if (library.empty() || library.find('/') != std::string::npos || library == "." ||
+      library == "..") {
+    throw Error("external library \"" + library +
+                "\": a file name of the mxnet package is expected, not a path");
+  }
+  static std::mutex mutex;
+  static std::map<std::string, void *> loaded;  // file name -> handle
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = loaded.find(library);
+  if (found == loaded.end()) {
+    std::string mxnet = GD_MXNET_LIBRARY;
+    std::string path = mxnet.substr(0, mxnet.rfind('/') + 1) + library;
+    void *handle;
+    try {
+      handle = open_global(path.c_str());
+    } catch (const Error &error) {
+      throw Error("external library " + library + ": " + error.what());
+    }
+    found = loaded.emplace(library, handle).first;
+  }
+  void *handle = found->second;
+  if (dlsym(handle, symbol.c_str()) == nullptr) {
+    throw Error("external library " + library + " has no function " + symbol);
+  }
 }
 
 }  // namespace gd

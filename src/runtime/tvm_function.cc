@@ -14,8 +14,9 @@ namespace gd {
 namespace {
 
 // The signature formats tvm_bridge/runtime.py writes (MANIFEST_FORMAT there): 2 adds
-// "num_data", the inputs before the parameters that kPrepareFunction prepares.
-constexpr int64_t kOldestSignatureFormat = 1, kSignatureFormat = 2;
+// "num_data", the inputs before the parameters that kPrepareFunction prepares; 3 adds
+// "external", the functions the library calls from the mxnet wheel's libraries.
+constexpr int64_t kOldestSignatureFormat = 1, kSignatureFormat = 3;
 constexpr const char *kPrepareFunction = "main_transform_params";
 // relax.VirtualMachine's CPU device and pooled allocator.
 constexpr int kCpu = 1, kPooledAllocator = 2;
@@ -65,6 +66,18 @@ TvmFunction::TvmFunction(const std::string &library, const std::string &signatur
   }
 
   load_tvm_runtime();
+  if (manifest.has("external")) {
+    JsonValue external = manifest["external"];
+    for (size_t i = 0; i < external.size(); ++i) {
+      std::string library = external[i]["library"].string();
+      std::string symbol = external[i]["symbol"].string();
+      try {
+        load_external(library, symbol);
+      } catch (const Error &error) {
+        throw Error(external[i].where() + ": " + error.what());
+      }
+    }
+  }
   try {
     tvm::ffi::Module executable = tvm::ffi::Module::LoadFromFile(library);
     vm_ = function_of(executable, "vm_load_executable", library)().cast<tvm::ffi::Module>();
