@@ -86,7 +86,11 @@ class ConvolutionTiles(CPUScheduleRule):
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
         sch = s_tir.Schedule(func)
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
+        try:
+            root = sch.get_sblock("root")
+        except s_tir.ScheduleError:  # a kernel calling BLAS (external_gemms.py) has no root block
+            return None
+        blocks = sch.get_child_blocks(root)
         names = [sch.get(block).name_hint for block in blocks]
         if names.count(BLOCK) != 1 or names.count(COLUMNS_BLOCK) != 1:
             return None
