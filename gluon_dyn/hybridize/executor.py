@@ -12,6 +12,7 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards, stale_gradients
+from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
 from .python_state import tensor_attributes
 
@@ -33,11 +34,17 @@ class GraphExecutor:
         # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
         # wrong input gradients for some graphs (tests/test_generated_programs.py,
         # "static_alloc backward").
-        self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture))
-        # Such a graph waits for its own nodes' shapes anyway: waiting for its outputs
-        # too makes a failure (a Dense on a mask that kept no rows) the call's, where
-        # the runner raises it as the forward as written does.
-        self._waits = graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
+        # A graph with an operator whose output shape depends on the data
+        # (boolean_mask) runs cut around it (cut_graph.py). It waits for its own
+        # nodes' shapes anyway: waiting for its outputs too makes a failure (a Dense
+        # on a mask that kept no rows) the call's, where the runner raises it as the
+        # forward as written does.
+        self._cut = graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS,
+                                         nested=False)
+        self._waits = self._cut or graph_json.holds_ops(
+            capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
+        self._inference_op = (CutGraph(capture.symbol) if self._cut else
+                              mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture)))
         self._recording_op = None
 
     def run(self, block, args):
@@ -74,16 +81,18 @@ class GraphExecutor:
         if not autograd.is_recording():
             return self._inference_op
         if self._recording_op is None:
-            self._recording_op = mx.nd.CachedOp(self.capture.symbol)
+            self._recording_op = (CutGraph(self.capture.symbol, recording=True) if self._cut
+                                  else mx.nd.CachedOp(self.capture.symbol))
         return self._recording_op
 
 
 def _inference_flags(capture):
     """Memory is planned once per graph; shapes too when the graph serves one set of
-    input shapes (`exact`) and MXNet can infer all of them before it runs. A graph
-    with an operator whose output shape depends on the data (boolean_mask) runs
-    as MXNet's dynamic-shape CachedOp, each node's shapes inferred right before it
-    runs (static_alloc fails on it when a mask keeps no rows)."""
+    input shapes (`exact`) and MXNet can infer all of them before it runs. A
+    data-dependent shape inside a control-flow node (a mask in a cond's branch)
+    makes the whole graph MXNet's dynamic-shape CachedOp, each node's shapes
+    inferred right before it runs (static_alloc fails on it when a mask keeps no
+    rows)."""
     if graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS):
         return []
     flags = [("static_alloc", True)]
