@@ -3,32 +3,73 @@
 MXNet plans a graph's memory only when it can infer every shape before the graph
 runs, and a boolean_mask's (nonzero's, unique's) output shape is known only once
 it ran. As the MXNet control-flow proposal's "dynamic shape inference and
-execution" does, the graph is cut before and after each such operator: the parts
-between them run as CachedOps with memory planned (static_alloc: a call whose
-shapes fit the previous allocation reuses it; other shapes are inferred right
-before the part runs, from the arrays the parts before it produced), and each
-data-dependent operator runs alone on the real shapes. Every part is built once,
-for every size.
+execution" does, the graph is cut before and after each such operator at the top
+level: the parts between them run as CachedOps with memory planned (static_alloc:
+a call whose shapes equal the previous call's runs on the same buffers and
+executors; other shapes are inferred right before the part runs, from the arrays
+the parts before it produced, and MXNet's planner takes each buffer from the
+part's pool when one at least as large is there), and each data-dependent
+operator runs alone on the real shapes. Every part is built once, for every
+size; `report()` counts the CachedOps built and the calls.
+
+Recorded runs (training) use parts without static_alloc (MXNet 1.9.1 computes
+wrong input gradients with it for some graphs, see executor.py) and give the
+lone operator its non-differentiable inputs (a mask) detached: MXNet 1.9.1
+crashes (SIGSEGV) in a backward through a boolean_mask whose mask is recorded,
+and no gradient flows to a mask anyway.
 """
-import dataclasses
 import json
 
 import mxnet as mx
 
 from .. import graph_json
+from ..ops.gradient_flow import NON_DIFFERENTIABLE_INPUTS
+
+_ANCHOR = "gluon_dyn_anchor"
 
 
-@dataclasses.dataclass
 class _Part:
-    planned: mx.nd.CachedOp    # static_alloc; a lone data-dependent operator: no plan
-    unplanned: mx.nd.CachedOp  # for empty arrays, which static_alloc cannot hold
-    reads: list                # value refs ((node, output)) the part takes, in order
-    gives: list                # value refs it produces, in order
+    """One part: a static group of nodes or a lone data-dependent operator, with the
+    value refs ((node, output)) it reads, in its CachedOp's input order, and gives."""
+
+    def __init__(self, symbol, reads, gives, planned, lone_op):
+        self.symbol, self.reads, self.gives = symbol, reads, gives
+        self.planned = planned          # static_alloc, for a static part outside autograd
+        self.lone_op = lone_op          # the data-dependent operator's name, or None
+        self.detached = NON_DIFFERENTIABLE_INPUTS.get(lone_op, ())
+        self.ops = {}                   # "planned"/"unplanned" -> CachedOp, built when first run
+        self.builds = 0
+        self.calls = 0
+
+    def op(self, planned):
+        kind = "planned" if planned and self.planned else "unplanned"
+        if kind not in self.ops:
+            self.ops[kind] = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)]
+                                            if kind == "planned" else [])
+            self.builds += 1
+        return self.ops[kind]
+
+    def run(self, arrays, recording):
+        self.calls += 1
+        if self.lone_op is not None:
+            arrays = [a.detach() if recording and k in self.detached else a
+                      for k, a in enumerate(arrays)]
+        # An empty array (a mask that kept no rows) has an unknown shape to MXNet
+        # 1.9.1, which static_alloc cannot plan for: such a call runs unplanned.
+        planned = not recording and all(a.size for a in arrays)
+        results = self.op(planned)(*arrays)
+        return results if isinstance(results, list) else [results]
+
+    def report(self):
+        kind = ("data-dependent: %s" % self.lone_op if self.lone_op else
+                "static, memory planned" if self.planned else
+                "static, shapes inferred per node (a data-dependent shape in control flow)")
+        return {"kind": kind, "cachedops_built": self.builds, "calls": self.calls}
 
 
 class CutGraph:
-    """Called like a CachedOp of `symbol` (inputs in `symbol.list_inputs()` order,
-    a list of outputs); `recording` graphs plan no memory (see executor.py)."""
+    """Called like a CachedOp of `symbol` (inputs in `symbol.list_inputs()` order;
+    returns the list of outputs). `recording`: the parts run under autograd."""
 
     def __init__(self, symbol, recording=False):
         graph = json.loads(symbol.tojson())
@@ -36,22 +77,37 @@ class CutGraph:
         alone = {k for k, node in enumerate(nodes)
                  if node["op"] in graph_json.DATA_DEPENDENT_SHAPE_OPS}
         variables = {node["name"]: k for k, node in enumerate(nodes) if node["op"] == "null"}
+        self.recording = recording
         self._inputs = [(variables[name], 0) for name in symbol.list_inputs()]
         self._heads = [(i, o) for i, o, _ in graph["heads"]]
         groups = graph_json.groups_between(graph, alone)
         self.parts = []
         for group, (reads, gives) in zip(groups, graph_json.group_boundaries(graph, groups)):
             part = graph_json.group_symbol(graph, group, reads, gives)
-            unplanned = mx.nd.CachedOp(part)
-            planned = unplanned if recording or group[0] in alone else mx.nd.CachedOp(
-                part, flags=[("static_alloc", True)])
-            self.parts.append(_Part(planned, unplanned, reads, gives))
+            by_name = {graph_json.value_input_name(graph, ref): ref for ref in reads}
+            if not reads:
+                # Constants only: a CachedOp needs an input, so it takes the graph's
+                # first one, as an extra output it never computes with.
+                part = mx.sym.Group(list(part) + [mx.sym.BlockGrad(mx.sym.var(_ANCHOR))])
+                by_name[_ANCHOR] = self._inputs[0]
+            lone = group[0] in alone
+            self.parts.append(_Part(
+                part, [by_name[name] for name in part.list_inputs()], gives,
+                planned=not lone and not graph_json.holds_ops(
+                    part, graph_json.DATA_DEPENDENT_SHAPE_OPS),
+                lone_op=nodes[group[0]]["op"] if lone else None))
 
     def __call__(self, *inputs):
         values = dict(zip(self._inputs, inputs))
         for part in self.parts:
-            arrays = [values[ref] for ref in part.reads]
-            op = part.unplanned if any(a.size == 0 for a in arrays) else part.planned
-            results = op(*arrays)
-            values.update(zip(part.gives, results if isinstance(results, list) else [results]))
+            results = part.run([values[ref] for ref in part.reads], self.recording)
+            if part.lone_op is not None:
+                # Its output shapes are known once it ran: the next part's shapes
+                # are inferred from them.
+                for result in results:
+                    result.wait_to_read()
+            values.update(zip(part.gives, results))
         return [values[ref] for ref in self._heads]
+
+    def report(self):
+        return [part.report() for part in self.parts]
