@@ -7,7 +7,7 @@ of its own. Convertible nodes are grouped by *stage*: the number of MXNet
 segments on the longest path before them. Nodes of one stage form one TVM
 segment; since a path leaving a TVM segment through an MXNet node always
 reaches a later stage, no TVM segment both feeds and depends on an MXNet one.
-In a graph holding _cond/_while_loop, the outputs of MXNet nodes are typed by
+Outputs of MXNet nodes that MXNet cannot infer (value_types.py) are typed by
 running the graph on example inputs (observed_types.py); a TVM segment lists
 the inputs so typed, to be checked at each call.
 """
@@ -86,9 +86,8 @@ class _Analysis:
         self.types = {(graph.variable_index[name], 0): relax_type(vt, self.dim_vars)
                       for name, vt in env.input_types.items()}
         self.reasons = {}  # node index -> why it runs in MXNet
-        self.observed = set()  # values typed by running the graph on example inputs
         self.used = set(graph.consumers()) | set(graph.heads)
-        self._mxnet_types = None
+        self._mxnet_types = {}
         for index, node in enumerate(graph.nodes):
             if not node.is_variable:
                 self._classify(index, node)
@@ -109,15 +108,13 @@ class _Analysis:
 
     def _type(self, ref):
         """The Relax type of a value; for outputs of MXNet nodes, MXNet's inference
-        (run once, for every value read)."""
+        (or, for a graph typed by running, one run for every value read)."""
         if ref not in self.types:
-            if self._mxnet_types is None:
-                node_outputs = sorted(r for r in self.used
-                                      if not self.graph.nodes[r[0]].is_variable)
-                self._mxnet_types = self.env.mxnet_types(node_outputs)
+            if ref not in self._mxnet_types:
+                wanted = sorted(r for r in self.used if not self.graph.nodes[r[0]].is_variable) \
+                    if self.env.types_by_running else [ref]
+                self._mxnet_types.update(self.env.mxnet_types(wanted))
             self.types[ref] = relax_type(self._mxnet_types[ref], self.dim_vars)
-            if self.env.types_by_running:
-                self.observed.add(ref)
         return self.types[ref]
 
     def input_type(self, ref):
@@ -137,7 +134,7 @@ def _segments(graph, groups, analysis):
                                   if i in analysis.reasons]
         segments.append(Segment(kind, nodes, inputs, outputs,
                                 [analysis.input_type(ref) for ref in inputs], reasons,
-                                [k for k, ref in enumerate(inputs) if ref in analysis.observed]))
+                                [k for k, ref in enumerate(inputs) if ref in analysis.env.observed]))
     return segments
 
 

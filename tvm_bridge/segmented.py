@@ -24,7 +24,7 @@ import time
 
 import mxnet as mx
 import numpy as np
-from gluon_dyn.graph_json import UNINFERABLE_OPS
+from gluon_dyn.graph_json import DATA_DEPENDENT_SHAPE_OPS, UNINFERABLE_OPS, holds_ops
 from gluon_dyn.measure import MeasuredChoice, interleaved_samples
 
 from .compiler import compile_module
@@ -57,6 +57,7 @@ class Step:
         self.times_ms = {}
         self.compile_s = self.tune_s = None
         self.note = ""
+        self.data_dependent = ""  # the data-dependent operators it holds, if any
 
 
 class SegmentedGraph:
@@ -142,6 +143,7 @@ class SegmentedGraph:
         by_name = dict(zip(segment.input_names(self.graph), range(len(reads))))
         order = [by_name[name] for name in symbol.list_inputs()]
         cached = _cached_op(symbol, self.static_shape)
+        step_ops = {self.graph.nodes[i].op for i in segment.nodes}
 
         def run_in_mxnet(*arrays):
             return _as_list(cached(*[arrays[k] for k in order]))
@@ -152,6 +154,7 @@ class SegmentedGraph:
             writes.append(self._num_slots)
             self._num_slots += 1
         step = Step(segment, symbol, run_in_mxnet, reads, writes)
+        step.data_dependent = ", ".join(sorted(step_ops & set(DATA_DEPENDENT_SHAPE_OPS)))
         if segment.kind == TVM:
             self._compile(step, shapes, dtypes, symbolic_dims, cache_dir, tune)
         return step
@@ -279,7 +282,12 @@ class SegmentedGraph:
     def _values(self, arrays):
         values = self._slot_list(arrays)
         for step in self.steps:
-            _store(values, step.writes, step.run(*[values[k] for k in step.reads]))
+            results = step.run(*[values[k] for k in step.reads])
+            if step.data_dependent and not all(result.size for result in results):
+                # What follows an empty mask fails or runs as imperatively only as
+                # MXNet runs it (a Dense on no rows raises): the whole graph does.
+                raise TypesChanged("%s kept no rows" % step.data_dependent)
+            _store(values, step.writes, results)
         return values
 
     def _slot_list(self, arrays):
@@ -329,6 +337,10 @@ def _decide(choice, variants, why):
 
 
 def _cached_op(symbol, static_shape):
+    # static_alloc cannot hold a mask that keeps no rows (an unknown shape to MXNet
+    # 1.9.1): a graph with a data-dependent shape infers its shapes node by node.
+    if holds_ops(symbol, DATA_DEPENDENT_SHAPE_OPS):
+        return mx.nd.CachedOp(symbol)
     return mx.nd.CachedOp(symbol, flags=[("static_alloc", True), ("static_shape", static_shape)])
 
 

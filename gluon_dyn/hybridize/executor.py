@@ -12,6 +12,7 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards, stale_gradients
+from .capture import ArgumentInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
 from .python_state import tensor_attributes
@@ -26,10 +27,18 @@ class Run:
 
 
 class GraphExecutor:
-    def __init__(self, capture, tvm=None):
+    def __init__(self, capture, tvm=None, open_dims=None):
+        """`open_dims` ({argument array index: dims}): the dims whose every size the
+        graph serves (its cache key leaves them open)."""
         self.capture = capture
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
+        # The open dims by graph input name, as a plan's symbolic dims.
+        self.symbolic_dims = {
+            name: {axis: "data%d_d%d" % (source.index, axis)
+                   for axis in sorted(open_dims[source.index])}
+            for name, source in zip(capture.symbol.list_inputs(), capture.inputs)
+            if isinstance(source, ArgumentInput) and source.index in (open_dims or {})}
         # Inference runs with memory (and shapes, if exact) planned once. Recorded
         # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
         # wrong input gradients for some graphs (tests/test_generated_programs.py,

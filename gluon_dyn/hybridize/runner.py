@@ -151,7 +151,7 @@ class BlockRunner:
             return self._after_error("%s: %s" % (type(error).__name__, error),
                                      "an internal error stopped the trace", args)
         self.ladder.note_reads(capture.shape_reads)
-        executor = GraphExecutor(capture, self.tvm)
+        executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims())
         # The trace's shape reads may close dims the key left open: key it afresh.
         self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
