@@ -125,6 +125,7 @@ class SegmentedGraph:
         self._forced = None if choose_by_measurement else PLAN
         # Calls run as one MXNet graph since a value typed by running differed.
         self.types_changed_calls, self._types_changed_last = 0, []
+        self.calls = {PLAN: 0, WHOLE: 0}   # runs of each, measurements included
         if choose_by_measurement:
             self._choose(list(example_inputs), "built")
 
@@ -277,6 +278,7 @@ class SegmentedGraph:
             self.types_changed_calls += 1
             self._types_changed_last = (self._types_changed_last + [str(change)])[-3:]
             return self._run_whole(arrays)
+        self.calls[PLAN] += 1
         return [values[k] for k in self._heads]
 
     def _values(self, arrays):
@@ -295,6 +297,7 @@ class SegmentedGraph:
         return list(arrays) + [None] * (self._num_slots - self._num_inputs)
 
     def _run_whole(self, arrays):
+        self.calls[WHOLE] += 1
         return _as_list(self._whole(*[arrays[k] for k in self._whole_order]))
 
     def report(self):
@@ -305,12 +308,14 @@ class SegmentedGraph:
         choice, compile and tuning seconds (0 when loaded from the cache; None
         when not done), how often its parameters were prepared, and boundary
         reasons; the inputs taken as parameters; and the calls run as one MXNet
-        graph because a value typed by running differed (with the last reasons)."""
+        graph because a value typed by running differed (with the last reasons); and
+        the runs of the plan and of the whole graph ("calls")."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "choice": None if self.choice is None else self.choice.report(),
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "calls": dict(self.calls),
             "parameters": sorted(self.parameter_names),
             "types_changed": {"calls": self.types_changed_calls,
                               "last": list(self._types_changed_last)},

@@ -61,10 +61,14 @@ class _Part:
         return results if isinstance(results, list) else [results]
 
     def report(self):
-        kind = ("data-dependent: %s" % self.lone_op if self.lone_op else
-                "static, memory planned" if self.planned else
-                "static, shapes inferred per node (a data-dependent shape in control flow)")
-        return {"kind": kind, "cachedops_built": self.builds, "calls": self.calls}
+        kind = ("data-dependent" if self.lone_op else "static, memory planned" if self.planned
+                else "static, shapes inferred per node (a data-dependent shape in control flow)")
+        ops = {}
+        for node in json.loads(self.symbol.tojson())["nodes"]:
+            if node["op"] != "null":
+                ops[node["op"]] = ops.get(node["op"], 0) + 1
+        return {"kind": kind, "ops": dict(sorted(ops.items())), "cachedops_built": self.builds,
+                "calls": self.calls}
 
 
 class CutGraph:

@@ -86,6 +86,14 @@ class GraphExecutor:
         outputs = results[:capture.num_outputs]
         return Run(rebuild_outputs(capture.out_format, outputs))
 
+    def partition_report(self):
+        """The parts of a graph cut around its data-dependent shapes, for inference and
+        for recorded runs (None where not run yet); None for a graph not cut."""
+        if not self._cut:
+            return None
+        return {"inference": self._inference_op.report(),
+                "recording": self._recording_op.report() if self._recording_op else None}
+
     def _cached_op(self):
         if not autograd.is_recording():
             return self._inference_op

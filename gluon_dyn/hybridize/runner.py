@@ -282,6 +282,8 @@ class BlockRunner:
                 "guard_failures": list(self.guard_failures),
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
+                "partitioned": [report for report in (executor.partition_report()
+                                                      for executor in self.cache.values()) if report],
                 "recursion": self.recursion.report() if self.recursion is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.profile.last_failure[where])
