@@ -272,7 +272,42 @@ def test_on_tvm_the_static_parts_compile_once_with_the_kept_rows_symbolic(tmp_pa
     assert tvm["plans_built"] == 2 and built["functions_built"] == tvm["functions_built"]
     plan = tvm["plans"][-1]
     backends = [(segment["backend"], segment["op_names"]) for segment in plan["segments"]]
-    assert [backend for backend, _ in backends] == ["tvm", "mxnet", "tvm"], backends
+    assert [backend for backend, _ in backends] == ["tvm", "host", "tvm"], backends
     assert backends[1][1] == {"_contrib_boolean_mask": 1}
     assert tvm["functions_built"] == 4
     assert plan["calls"]["plan"] == len(BATCHES + MORE_BATCHES) - 2   # TVM ran them
+
+
+EMPTY_ON_TVM = """
+import sys, tempfile, traceback
+sys.path.insert(0, {tests!r})
+import numpy as np, mxnet as mx, gluon_dyn
+from mxnet import autograd
+import test_partitioned_execution as t
+imperative, dynamic = t.twins(t.MaskedHybrid, backend="tvm", backend_options={{
+    "cache_dir": tempfile.mkdtemp(), "choose_by_measurement": False}})
+rng = np.random.RandomState(6)
+with autograd.predict_mode():
+    for size in (4, 7, 5):
+        x = t.batch(rng, size)
+        t.assert_same([dynamic(x).asnumpy()], [imperative(x).asnumpy()])
+    empty = -mx.nd.abs(t.batch(rng, 5))      # every row's sum negative: nothing kept
+    for name, block in (("imperative", imperative), ("dynamic", dynamic)):
+        try:
+            block(empty).wait_to_read()
+            print(name, "ran")
+        except mx.base.MXNetError as error:
+            frames = traceback.extract_tb(error.__traceback__)
+            at_forward = any(f.filename == t.__file__ and f.name == "hybrid_forward"
+                             for f in frames)
+            print(name, "raised", "from hybrid_forward" if at_forward else "elsewhere")
+report = gluon_dyn.hybridize.report(dynamic)
+print("plan calls", report["tvm"]["plans"][-1]["calls"]["plan"] > 0,
+      "raised", report["calls"]["by_kind"]["raised"])
+"""
+
+
+def test_on_tvm_a_mask_that_keeps_no_rows_fails_as_imperatively_from_the_users_line():
+    assert run_script(EMPTY_ON_TVM)[-3:] == [
+        "imperative raised from hybrid_forward", "dynamic raised from hybrid_forward",
+        "plan calls True raised 1"]

@@ -6,7 +6,10 @@ parameters only is prepared when they change, see runtime.CompiledFunction) and
 timed on the
 example inputs against the same segment as an MXNet CachedOp; the faster one
 runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
-CachedOps. Finally the whole plan is timed against one CachedOp of the whole
+CachedOps, a lone boolean_mask with numpy (host_ops.py); a mask that keeps no
+rows makes the call run as one MXNet graph, which fails (or not) as MXNet does.
+The rows a mask keeps are a symbolic dim of the segments after it
+(value_types.py), so one plan serves every count. Finally the whole plan is timed against one CachedOp of the whole
 graph, and the faster of the two serves calls. Every one of these choices is a
 gluon_dyn.measure.MeasuredChoice: MXNet stays unless TVM is faster by a margin
 in two measurements, and the choices are measured again when the plan serving
@@ -14,8 +17,9 @@ calls runs much slower than the alternative did, and at scheduled re-checks;
 the report gives each measurement (when, what, the medians, the outcome).
 Inference only: training keeps MXNet, whose backward TVM does not provide.
 
-A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
-found by running it on the example inputs (observed_types.py): a TVM segment
+A graph whose values after a _cond/_while_loop run in MXNet MXNet cannot infer is
+partitioned on types found by running it on the example inputs
+(observed_types.py): a TVM segment
 reading such a value checks it at each call, and a call where one differs runs
 as one MXNet graph (counted in the report), never on code compiled for other
 shapes.
@@ -29,6 +33,7 @@ from gluon_dyn.measure import MeasuredChoice, interleaved_samples
 
 from .compiler import compile_module
 from .graph import load_graph
+from .host_ops import host_step
 from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
 from .relax_builder import build_segment
@@ -158,6 +163,9 @@ class SegmentedGraph:
         step.data_dependent = ", ".join(sorted(step_ops & set(DATA_DEPENDENT_SHAPE_OPS)))
         if segment.kind == TVM:
             self._compile(step, shapes, dtypes, symbolic_dims, cache_dir, tune)
+        on_host = host_step(self.graph, segment)
+        if on_host is not None:
+            step.run, step.backend = on_host, "host"
         return step
 
     def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
