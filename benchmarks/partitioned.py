@@ -149,8 +149,13 @@ def graph_calls(report):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="PyTorch's threads (default 1: these operators are small, and a "
+                             "thread per core spins against MXNet's engine and other jobs)")
     args = parser.parse_args()
     torch = harness.import_torch()
+    if torch is not None:
+        torch.set_num_threads(args.torch_threads)
     rows = []
     for title, model, make_inputs in (("masked head", MaskedHead, masked_inputs),
                                       ("rnn with a host read", ReadingRNN, rnn_inputs)):

@@ -139,8 +139,8 @@ def served_by_graphs(report, calls):
 
 
 def parts_of(report, mode):
-    """The parts of the graph that served the latest calls (the last one cached)."""
-    return report["partitioned"][-1][mode]
+    """The parts of the latest graph cached that ran in `mode` ("recording", "inference")."""
+    return [graph[mode] for graph in report["partitioned"] if graph[mode]][-1]
 
 
 @pytest.mark.parametrize("cls", [MaskedHead, MaskedHybrid])
@@ -155,9 +155,20 @@ def test_a_graph_cut_at_its_mask_matches_imperative_forward_and_backward(cls, tr
     served_by_graphs(report, len(BATCHES + MORE_BATCHES))
     parts = parts_of(report, "recording")
     kinds = [part["kind"] for part in parts]
-    assert kinds == ["static, memory planned", "data-dependent", "static, memory planned"]
+    assert kinds[:3] == ["static, memory planned", "data-dependent", "static, memory planned"]
     assert parts[1]["ops"] == {"_contrib_boolean_mask": 1}
     assert "FullyConnected" in parts[0]["ops"] and "FullyConnected" in parts[2]["ops"]
+    if cls is MaskedHead:   # its `if` on the head's output: the branch taken, run by Python
+        assert len(kinds) == 4 and kinds[3].startswith("cond at ") and \
+            kinds[3].endswith(", run by Python")
+        assert parts[3]["then"]["calls"] + parts[3]["else"]["calls"] == parts[3]["calls"]
+
+
+def builds(part):
+    """CachedOps built for a part (for a cond, for its three graphs)."""
+    if "then" in part:
+        return sum(part[graph]["cachedops_built"] for graph in ("cond", "then", "else"))
+    return part["cachedops_built"]
 
 
 def test_each_static_part_is_built_once_for_every_batch_size():
@@ -178,14 +189,16 @@ def test_each_static_part_is_built_once_for_every_batch_size():
     # One graph for the first call's exact shapes, one for every batch size after it.
     assert report["traces"] == 2 and len(report["partitioned"]) == 2
     for graph in report["partitioned"]:
-        assert all(part["cachedops_built"] == 1 for part in graph["inference"])
+        # A static part or a branch: one CachedOp; a cond: its predicate's graph, and
+        # one for each branch that ran.
+        assert [builds(part) for part in graph["inference"]][:3] == [1, 1, 1]
+        assert 2 <= builds(graph["inference"][3]) <= 3
         assert graph["recording"] is None
     # New sizes build nothing: the last graph's parts served them all.
-    assert [[part["cachedops_built"] for part in graph["inference"]] for graph in built] == \
-        [[part["cachedops_built"] for part in graph["inference"]]
-         for graph in report["partitioned"]]
+    assert [[builds(part) for part in graph["inference"]] for graph in built] == \
+        [[builds(part) for part in graph["inference"]] for graph in report["partitioned"]]
     assert [part["calls"] for part in parts_of(report, "inference")] == \
-        [len(BATCHES + MORE_BATCHES) - 1] * 3
+        [len(BATCHES + MORE_BATCHES) - 1] * 4
 
 
 def run_script(script, timeout=300):
@@ -236,17 +249,22 @@ for size in t.BATCHES:
 report = gluon_dyn.hybridize.report(dynamic)
 t.served_by_graphs(report, 2 * len(t.BATCHES))
 print(report["statements"])
-print([part["kind"] for part in t.parts_of(report, "inference")])
+for mode in ("recording", "inference"):
+    cond = t.parts_of(report, mode)[-1]
+    print(mode, cond["kind"].split(" at ")[0], cond["calls"] > 0, cond["then"]["calls"],
+          cond["then"]["cachedops_built"], cond["else"]["calls"] == cond["calls"],
+          cond["then"]["kind"])
 """
 
 
 def test_a_branch_never_taken_that_holds_a_whole_segment_costs_nothing():
     lines = run_script(UNTAKEN, timeout=240)
-    assert "if: cond (graph)" in lines[-2]
-    # The part holding the branch infers its shapes node by node (a mask inside it).
-    assert lines[-1] == str(["static, memory planned", "data-dependent",
-                             "static, shapes inferred per node (a data-dependent shape in "
-                             "control flow)"])
+    assert "if: cond (graph)" in lines[-3]
+    # The cond runs by Python: the branch holding the masked segment (its shapes to be
+    # inferred node by node) never ran, and was never even built.
+    kind = "static, shapes inferred per node (a data-dependent shape in control flow)"
+    assert lines[-2:] == ["%s cond True 0 0 True %s" % (mode, kind)
+                          for mode in ("recording", "inference")]
 
 
 def test_on_tvm_the_static_parts_compile_once_with_the_kept_rows_symbolic(tmp_path):

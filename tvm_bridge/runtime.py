@@ -21,11 +21,11 @@ READABLE_MANIFEST_FORMATS = (1, 2)
 # The function compiler.py lifts the work on parameters into (Relax's name for it).
 PREPARE_FUNCTION = "main_transform_params"
 
-# array -> a number that changes whenever the array is written (MXNet's engine
-# variable version), or None when there is no such reader: then parameters are
-# prepared again at every call. tvm_bridge installs gluon_dyn's reader; a copy of
-# this file deployed alone has none.
-array_version = None
+# [NDArray] -> for each, a number that changes whenever the array is written
+# (MXNet's engine variable version, once its pending writes are done), or None
+# when there is no such reader: then parameters are prepared again at every call.
+# tvm_bridge installs gluon_dyn's reader; a copy of this file deployed alone has none.
+array_versions = None
 
 
 def configure_threads(default_threads=None):
@@ -126,13 +126,11 @@ def _dtype_name(dtype):
     return name
 
 
-def _version(array):
-    """The array's write count once MXNet's pending writes to it are done (an
-    unfinished write is counted only when it completes), or None if unknown."""
-    if array_version is None or not isinstance(array, mx.nd.NDArray):
+def _versions(arrays):
+    """The arrays' write counts (see array_versions), or None if unknown."""
+    if array_versions is None or not all(isinstance(array, mx.nd.NDArray) for array in arrays):
         return None
-    array.wait_to_read()  # the version counts a write once it completed
-    return array_version(array)
+    return array_versions(arrays)
 
 
 def _mx_data_address(array):
@@ -159,7 +157,7 @@ class CompiledFunction:
     (~2 us instead of ~12 us per array).
     Parameters (the inputs after `signature.num_data`) are prepared by
     PREPARE_FUNCTION (transposed, packed) and the results kept: they are
-    prepared again when a parameter is another array or its `array_version`
+    prepared again when a parameter is another array or its `array_versions`
     changed (every write MXNet completes counts: optimizer steps, set_data,
     `p.data()[:] = ...`, load_parameters); `preparations` counts the runs.
     Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
@@ -206,13 +204,12 @@ class CompiledFunction:
     def _parameters(self, arrays):
         """What "main" takes after the data: the prepared parameters, prepared
         again unless every array is the one they came from, unchanged since."""
-        stamps = [(array, _version(array)) for array in arrays]
+        versions = _versions(arrays)
         previous = self._prepared_from
-        if previous is None or any(
-                array is not before or version is None or version != version_before
-                for (array, version), (before, version_before) in zip(stamps, previous)):
+        if previous is None or versions is None or versions != previous[1] or any(
+                array is not before for array, before in zip(arrays, previous[0])):
             self._prepared = list(self._prepare([self._to_tvm(array) for array in arrays]))
-            self._prepared_from = stamps
+            self._prepared_from = (list(arrays), versions)
             self.preparations += 1
         return self._prepared
 

@@ -12,6 +12,12 @@ part's pool when one at least as large is there), and each data-dependent
 operator runs alone on the real shapes. Every part is built once, for every
 size; `report()` counts the CachedOps built and the calls.
 
+A top-level `cond` of such a graph is cut out too and run by Python: its
+predicate's graph, a read of the predicate (the graph waits for shapes anyway),
+then the taken branch's graph as a part of its own. MXNet's `_cond` operator
+costs ~150 us a call on this machine where this costs ~50, and a branch never
+taken is never built.
+
 Recorded runs (training) use parts without static_alloc (MXNet 1.9.1 computes
 wrong input gradients with it for some graphs, see executor.py) and give the
 lone operator its non-differentiable inputs (a mask) detached: MXNet 1.9.1
@@ -21,8 +27,10 @@ and no gradient flows to a mask anyway.
 import json
 
 import mxnet as mx
+from mxnet import autograd
 
 from .. import graph_json
+from ..ops.check import SOURCE_ATTR
 from ..ops.gradient_flow import NON_DIFFERENTIABLE_INPUTS
 
 _ANCHOR = "gluon_dyn_anchor"
@@ -49,8 +57,9 @@ class _Part:
             self.builds += 1
         return self.ops[kind]
 
-    def run(self, arrays, recording):
+    def run(self, values, recording):
         self.calls += 1
+        arrays = [values[ref] for ref in self.reads]
         if self.lone_op is not None:
             arrays = [a.detach() if recording and k in self.detached else a
                       for k, a in enumerate(arrays)]
@@ -71,6 +80,33 @@ class _Part:
                 "calls": self.calls}
 
 
+class _CondPart:
+    """A top-level `_cond` node run by Python: its predicate's graph, then the taken
+    branch's, each a _Part reading the node's inputs at its locations."""
+
+    def __init__(self, node, inputs, gives, recording):
+        attrs = node["attrs"]
+        self.gives, self.calls = gives, 0
+        self.where = attrs.get(SOURCE_ATTR, node["name"])
+        self.cond, self.then, self.else_ = (
+            _Part(symbol, [inputs[k] for k in json.loads(attrs[locs])], gives,
+                  planned=not recording and not graph_json.holds_ops(
+                      symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS), lone_op=None)
+            for symbol, locs in zip(map(graph_json.load_symbol, node["subgraphs"]),
+                                    ("cond_input_locs", "then_input_locs", "else_input_locs")))
+
+    def run(self, values, recording):
+        self.calls += 1
+        with autograd.pause():
+            taken = self.cond.run(values, False)[0].asscalar() != 0
+        return (self.then if taken else self.else_).run(values, recording)
+
+    def report(self):
+        return {"kind": "cond at %s, run by Python" % self.where, "calls": self.calls,
+                "cond": self.cond.report(), "then": self.then.report(),
+                "else": self.else_.report()}
+
+
 class CutGraph:
     """Called like a CachedOp of `symbol` (inputs in `symbol.list_inputs()` order;
     returns the list of outputs). `recording`: the parts run under autograd."""
@@ -79,7 +115,7 @@ class CutGraph:
         graph = json.loads(symbol.tojson())
         nodes = graph["nodes"]
         alone = {k for k, node in enumerate(nodes)
-                 if node["op"] in graph_json.DATA_DEPENDENT_SHAPE_OPS}
+                 if node["op"] in graph_json.DATA_DEPENDENT_SHAPE_OPS + ("_cond",)}
         variables = {node["name"]: k for k, node in enumerate(nodes) if node["op"] == "null"}
         self.recording = recording
         self._inputs = [(variables[name], 0) for name in symbol.list_inputs()]
@@ -94,18 +130,23 @@ class CutGraph:
                 # first one, as an extra output it never computes with.
                 part = mx.sym.Group(list(part) + [mx.sym.BlockGrad(mx.sym.var(_ANCHOR))])
                 by_name[_ANCHOR] = self._inputs[0]
+            node = nodes[group[0]]
+            if node["op"] == "_cond":
+                self.parts.append(_CondPart(node, [tuple(entry[:2]) for entry in node["inputs"]],
+                                            gives, recording))
+                continue
             lone = group[0] in alone
             self.parts.append(_Part(
                 part, [by_name[name] for name in part.list_inputs()], gives,
                 planned=not lone and not graph_json.holds_ops(
                     part, graph_json.DATA_DEPENDENT_SHAPE_OPS),
-                lone_op=nodes[group[0]]["op"] if lone else None))
+                lone_op=node["op"] if lone else None))
 
     def __call__(self, *inputs):
         values = dict(zip(self._inputs, inputs))
         for part in self.parts:
-            results = part.run([values[ref] for ref in part.reads], self.recording)
-            if part.lone_op is not None:
+            results = part.run(values, self.recording)
+            if getattr(part, "lone_op", None) is not None:
                 # Its output shapes are known once it ran: the next part's shapes
                 # are inferred from them.
                 for result in results:
