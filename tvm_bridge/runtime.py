@@ -189,6 +189,15 @@ class CompiledFunction:
         """The call without the signature check, for callers that guarantee the
         inputs fit (a plan fed by a graph cache keyed on shapes and dtypes); a
         misfit is still caught by TVM's own checks, less readably."""
+        result = self.call_tvm(*arrays)
+        if not self.signature.returns_tuple:
+            return mx.nd.from_dlpack(result.__dlpack__())
+        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+
+    def call_tvm(self, *arrays):
+        """call_unchecked giving TVM's own tensors (a tuple's as a list), for a caller
+        that passes them on to compiled functions (which take them as they are) or
+        to numpy, not to MXNet."""
         if self._prepare is None:
             result = self._function(*[self._view(position, array)
                                       for position, array in enumerate(arrays)])
@@ -197,9 +206,7 @@ class CompiledFunction:
             result = self._function(*[self._view(position, array)
                                       for position, array in enumerate(data)],
                                     *self._parameters(arrays[self._num_data:]))
-        if not self.signature.returns_tuple:
-            return mx.nd.from_dlpack(result.__dlpack__())
-        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+        return list(result) if self.signature.returns_tuple else result
 
     def _parameters(self, arrays):
         """What "main" takes after the data: the prepared parameters, prepared
@@ -214,6 +221,8 @@ class CompiledFunction:
         return self._prepared
 
     def _view(self, position, array):
+        if isinstance(array, tvm.runtime.Tensor):
+            return array
         cached = self._views.get(position)
         if cached is not None and cached[0] is array:
             # MXNDArrayGetData first turns a oneDNN-blocked array (MXNet reorders

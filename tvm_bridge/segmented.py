@@ -63,6 +63,7 @@ class Step:
         self.compile_s = self.tune_s = None
         self.note = ""
         self.data_dependent = ""  # the data-dependent operators it holds, if any
+        self.gives_tvm = False    # on TVM, its results stay TVM tensors
 
 
 class SegmentedGraph:
@@ -122,6 +123,7 @@ class SegmentedGraph:
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                       for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
+        self._pass_tvm_tensors()
         self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
@@ -152,7 +154,7 @@ class SegmentedGraph:
         step_ops = {self.graph.nodes[i].op for i in segment.nodes}
 
         def run_in_mxnet(*arrays):
-            return _as_list(cached(*[arrays[k] for k in order]))
+            return _as_list(cached(*[_mxnet(arrays[k]) for k in order]))
 
         writes = []
         for ref in segment.outputs:
@@ -167,6 +169,20 @@ class SegmentedGraph:
         if on_host is not None:
             step.run, step.backend = on_host, "host"
         return step
+
+    def _pass_tvm_tensors(self):
+        """Let each TVM step give TVM tensors where every reader of its results is a
+        step that takes them as they are (a TVM step without values checked at each
+        call, numpy's mask) and none is an output; an MXNet step still converts them."""
+        readers = {}
+        for step in self.steps:
+            for slot in step.reads:
+                readers.setdefault(slot, []).append(step)
+        for step in self.steps:
+            step.gives_tvm = step.backend == "tvm" and not set(step.writes) & set(self._heads) \
+                and all(reader.backend == "host" or (reader.segment.kind == TVM and
+                                                     not reader.segment.observed_inputs)
+                        for slot in step.writes for reader in readers.get(slot, ()))
 
     def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
         """Make `step` run its segment on TVM; if that fails, it stays in MXNet, noted."""
@@ -187,10 +203,13 @@ class SegmentedGraph:
         produced = {ref: k for k, ref in enumerate(output_order)}
         give = [produced[ref] for ref in step.segment.outputs]
 
-        call = function.call_unchecked  # the plan's inputs are checked once, in __call__
+        # The plan's inputs are checked once, in __call__. Results stay TVM tensors
+        # (no MXNet array made) where the steps reading them take those.
+        call, call_tvm = function.call_unchecked, function.call_tvm
 
         def run_in_tvm(*arrays):
-            results = _as_list(call(*[arrays[k] for k in take]))
+            results = _as_list((call_tvm if step.gives_tvm else call)(
+                *[arrays[k] for k in take]))
             return [results[k] for k in give]
 
         segment = step.segment
@@ -287,13 +306,14 @@ class SegmentedGraph:
             self._types_changed_last = (self._types_changed_last + [str(change)])[-3:]
             return self._run_whole(arrays)
         self.calls[PLAN] += 1
-        return [values[k] for k in self._heads]
+        return [_mxnet(values[k]) for k in self._heads]
 
     def _values(self, arrays):
         values = self._slot_list(arrays)
         for step in self.steps:
             results = step.run(*[values[k] for k in step.reads])
-            if step.data_dependent and not all(result.size for result in results):
+            if step.data_dependent and step.backend == "mxnet" and \
+                    not all(result.size for result in results):
                 # What follows an empty mask fails or runs as imperatively only as
                 # MXNet runs it (a Dense on no rows raises): the whole graph does.
                 raise TypesChanged("%s kept no rows" % step.data_dependent)
@@ -375,4 +395,10 @@ def _as_list(result):
 
 def _wait(arrays):
     for array in arrays:
-        array.wait_to_read()
+        if isinstance(array, mx.nd.NDArray):   # TVM has finished its own when it returns
+            array.wait_to_read()
+
+
+def _mxnet(value):
+    """An NDArray, or a TVM tensor as one (sharing its memory)."""
+    return value if isinstance(value, mx.nd.NDArray) else mx.nd.from_dlpack(value.__dlpack__())
