@@ -37,13 +37,20 @@ _ANCHOR = "gluon_dyn_anchor"
 
 
 class _Part:
-    """One part: a static group of nodes or a lone data-dependent operator, with the
-    value refs ((node, output)) it reads, in its CachedOp's input order, and gives."""
+    """One part: a static group of nodes, a lone data-dependent operator, or a branch
+    of a cond, with the value refs ((node, output)) it reads, in its CachedOp's
+    input order, and gives. `anchor`: a value to read when the part reads none (a
+    CachedOp needs an input: the part then has it as an extra output, unused)."""
 
-    def __init__(self, symbol, reads, gives, planned, lone_op):
+    def __init__(self, symbol, reads, gives, anchor, lone_op=None):
+        if not reads:
+            symbol = mx.sym.Group(list(symbol) + [mx.sym.BlockGrad(mx.sym.var(_ANCHOR))])
+            reads = [anchor]
         self.symbol, self.reads, self.gives = symbol, reads, gives
-        self.planned = planned          # static_alloc, for a static part outside autograd
         self.lone_op = lone_op          # the data-dependent operator's name, or None
+        # static_alloc, for a static part outside autograd (never with a mask inside).
+        self.planned = lone_op is None and not graph_json.holds_ops(
+            symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
         self.detached = NON_DIFFERENTIABLE_INPUTS.get(lone_op, ())
         self.ops = {}                   # "planned"/"unplanned" -> CachedOp, built when first run
         self.builds = 0
@@ -67,7 +74,13 @@ class _Part:
         # 1.9.1, which static_alloc cannot plan for: such a call runs unplanned.
         planned = not recording and all(a.size for a in arrays)
         results = self.op(planned)(*arrays)
-        return results if isinstance(results, list) else [results]
+        results = results if isinstance(results, list) else [results]
+        if self.lone_op is not None:
+            # Its output shapes are known once it ran: the next part's shapes are
+            # inferred from them.
+            for result in results:
+                result.wait_to_read()
+        return results
 
     def report(self):
         kind = ("data-dependent" if self.lone_op else "static, memory planned" if self.planned
@@ -84,14 +97,12 @@ class _CondPart:
     """A top-level `_cond` node run by Python: its predicate's graph, then the taken
     branch's, each a _Part reading the node's inputs at its locations."""
 
-    def __init__(self, node, inputs, gives, recording):
-        attrs = node["attrs"]
+    def __init__(self, node, gives, anchor):
+        attrs, inputs = node["attrs"], [tuple(entry[:2]) for entry in node["inputs"]]
         self.gives, self.calls = gives, 0
         self.where = attrs.get(SOURCE_ATTR, node["name"])
         self.cond, self.then, self.else_ = (
-            _Part(symbol, [inputs[k] for k in json.loads(attrs[locs])], gives,
-                  planned=not recording and not graph_json.holds_ops(
-                      symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS), lone_op=None)
+            _Part(symbol, [inputs[k] for k in json.loads(attrs[locs])], gives, anchor)
             for symbol, locs in zip(map(graph_json.load_symbol, node["subgraphs"]),
                                     ("cond_input_locs", "then_input_locs", "else_input_locs")))
 
@@ -123,35 +134,20 @@ class CutGraph:
         groups = graph_json.groups_between(graph, alone)
         self.parts = []
         for group, (reads, gives) in zip(groups, graph_json.group_boundaries(graph, groups)):
-            part = graph_json.group_symbol(graph, group, reads, gives)
-            by_name = {graph_json.value_input_name(graph, ref): ref for ref in reads}
-            if not reads:
-                # Constants only: a CachedOp needs an input, so it takes the graph's
-                # first one, as an extra output it never computes with.
-                part = mx.sym.Group(list(part) + [mx.sym.BlockGrad(mx.sym.var(_ANCHOR))])
-                by_name[_ANCHOR] = self._inputs[0]
             node = nodes[group[0]]
             if node["op"] == "_cond":
-                self.parts.append(_CondPart(node, [tuple(entry[:2]) for entry in node["inputs"]],
-                                            gives, recording))
+                self.parts.append(_CondPart(node, gives, self._inputs[0]))
                 continue
-            lone = group[0] in alone
-            self.parts.append(_Part(
-                part, [by_name[name] for name in part.list_inputs()], gives,
-                planned=not lone and not graph_json.holds_ops(
-                    part, graph_json.DATA_DEPENDENT_SHAPE_OPS),
-                lone_op=node["op"] if lone else None))
+            part = graph_json.group_symbol(graph, group, reads, gives)
+            by_name = {graph_json.value_input_name(graph, ref): ref for ref in reads}
+            self.parts.append(_Part(part, [by_name[name] for name in part.list_inputs()], gives,
+                                    self._inputs[0], node["op"] if group[0] in alone else None))
 
     def __call__(self, *inputs):
         values = dict(zip(self._inputs, inputs))
         for part in self.parts:
-            results = part.run(values, self.recording)
-            if getattr(part, "lone_op", None) is not None:
-                # Its output shapes are known once it ran: the next part's shapes
-                # are inferred from them.
-                for result in results:
-                    result.wait_to_read()
-            values.update(zip(part.gives, results))
+            # A part with an anchor gives one result more than it has values for.
+            values.update(zip(part.gives, part.run(values, self.recording)))
         return [values[ref] for ref in self._heads]
 
     def report(self):

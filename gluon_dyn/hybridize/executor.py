@@ -1,7 +1,8 @@
 """Stage 3 of a call: running a Capture's graph.
 
-Inputs are bound from their sources, the graph runs (an MXNet CachedOp, or a TVM
-plan under backend="tvm"), the guard vector is read and every failed guard named
+Inputs are bound from their sources, the graph runs (an MXNet CachedOp; a graph
+with a data-dependent shape at its top level cut around it, cut_graph.py; or a
+TVM plan under backend="tvm"), the guard vector is read and every failed guard named
 by its position, and only when every guard held are the arrays kept on blocks
 written back and the outputs returned.
 """
