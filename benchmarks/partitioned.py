@@ -3,15 +3,18 @@
 - masked head: a plain Block scores rows (3 Dense layers), keeps the rows whose score passes
   a threshold (boolean_mask: the kept count depends on the data), runs a head (3 Dense
   layers) on the kept rows and branches on the result; the batch size changes every call
-  (16 to 64 rows). The graph runs as MXNet's dynamic-shape CachedOp.
+  (16 to 64 rows). The graph runs cut around the mask (gluon_dyn/hybridize/cut_graph.py):
+  static parts with planned memory, the mask alone, the branch by Python; under
+  backend="tvm" the static parts are TVM segments with the batch and the kept rows symbolic.
 - rnn with a host read: a plain Block runs an LSTMCell over 20 steps, reads a value into
   Python (`.asscalar()`) to choose what follows, then 20 more steps and a head: two graph
   segments around the read (a graph break).
 
 Variants (benchmarks/harness.py: outputs checked against the imperative run, fresh inputs,
 warm-up, interleaved, medians): imperative; hybridize(dynamic=True); hybridize(dynamic=True,
-backend="tvm") for inference, both with the speed check off. The dynamic variants' reports
-must show every timed call served by graphs (the run stops otherwise).
+backend="tvm") for inference, both with the speed check off; PyTorch eager with the same
+weights (`make bench-extra`), one thread by default (--torch-threads). The dynamic variants'
+reports must show every timed call served by graphs (the run stops otherwise).
 """
 import argparse
 

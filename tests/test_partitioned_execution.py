@@ -329,3 +329,27 @@ def test_on_tvm_a_mask_that_keeps_no_rows_fails_as_imperatively_from_the_users_l
     assert run_script(EMPTY_ON_TVM)[-3:] == [
         "imperative raised from hybrid_forward", "dynamic raised from hybrid_forward",
         "plan calls True raised 1"]
+
+
+def test_a_cut_graph_matches_one_cachedop_of_it_whatever_its_parts_read():
+    """Parts that read nothing (constants), a cond of which only some outputs are read
+    after it (in another order), masks: the cut graph's outputs are the graph's."""
+    from gluon_dyn.hybridize.cut_graph import CutGraph
+    x = mx.sym.var("x")
+    kept = mx.sym.contrib.boolean_mask(x, mx.sym.sum(x, axis=1) > 0)
+    first, unused, last = mx.sym.contrib.cond(
+        mx.sym.sum(kept) > 0, lambda: [kept * 2, kept + 1, kept - 3],
+        lambda: [kept - 1, kept * 0.5, kept + 2])
+    constant = mx.sym.contrib.boolean_mask(mx.sym.ones((4, 3)), mx.sym.ones((4,)))
+    symbol = mx.sym.Group([last * first, constant + 1, first])
+    rng = np.random.RandomState(7)
+    for recording in (False, True):
+        cut = CutGraph(symbol, recording=recording)
+        for _ in range(4):
+            x_value = batch(rng, 4) * rng.choice([-1, 1]) - 0.1
+            x_value[0] = mx.nd.abs(x_value[0]) + 0.1
+            with autograd.record() if recording else autograd.pause():
+                got = cut(x_value)
+            want = mx.nd.CachedOp(symbol)(x_value)
+            assert_same([g.asnumpy() for g in got], [w.asnumpy() for w in want])
+        assert any("cond at " in part["kind"] for part in cut.report())

@@ -110,7 +110,9 @@ class _CondPart:
         self.calls += 1
         with autograd.pause():
             taken = self.cond.run(values, False)[0].asscalar() != 0
-        return (self.then if taken else self.else_).run(values, recording)
+        results = (self.then if taken else self.else_).run(values, recording)
+        # The outputs read after it (`gives`: the node's, by index), in that order.
+        return [results[output] for _, output in self.gives]
 
     def report(self):
         return {"kind": "cond at %s, run by Python" % self.where, "calls": self.calls,
