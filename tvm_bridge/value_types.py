@@ -51,7 +51,7 @@ class ShapeEnv:
         self.symbolic_dims = _symbolic_names(graph, symbolic_dims)
         # Node outputs MXNet cannot infer are typed by running the graph on these.
         self.types_by_running = _typed_by_running(graph)
-        self.observed = set()   # values typed so
+        self.observed = set()   # the values typed by running
         self.rows = row_dims(graph)
         self._example_inputs = example_inputs or {}
         if self.types_by_running:
@@ -176,6 +176,9 @@ class ShapeEnv:
         if self.symbolic_dims or self.rows:
             try:
                 second, _ = self._shapes(refs, self._bumped_examples(), self._row_examples(True))
+                if None in second:
+                    raise ValueError("MXNet cannot infer the shape of %s at those sizes" %
+                                     self.graph.value_name(refs[second.index(None)]))
             except ValueError as err:
                 raise ValueError("the graph does not accept other sizes of its symbolic dims %s: "
                                  "%s" % (self._dim_names(), err)) from None
