@@ -6,6 +6,7 @@ every size (counted by the report); a recorded mask trains without MXNet's crash
 branch never taken that holds a whole segment costs nothing; under backend="tvm"
 the static parts run on TVM, compiled once with the kept rows as a symbolic dim.
 Subprocess tests run under a time limit (a hang, or a crash, fails them)."""
+import json
 import os
 import subprocess
 import sys
@@ -353,3 +354,27 @@ def test_a_cut_graph_matches_one_cachedop_of_it_whatever_its_parts_read():
             want = mx.nd.CachedOp(symbol)(x_value)
             assert_same([g.asnumpy() for g in got], [w.asnumpy() for w in want])
         assert any("cond at " in part["kind"] for part in cut.report())
+
+
+def test_an_exported_masked_plan_runs_from_c(tmp_path):
+    """The plan of the general graph (TVM, the mask as an MXNet step, TVM) from the C
+    runtime: calls of the latest call's types on the plan, others on the MXNet graph."""
+    from deploy_models import python_outputs
+    from native_runtime import RUN_MODEL_SOURCE, compile_c, run_model
+    from test_c_runtime import report_counts
+    imperative, dynamic = twins(MaskedHybrid, backend="tvm", backend_options={
+        "cache_dir": str(tmp_path / "cache"), "choose_by_measurement": False})
+    rng = np.random.RandomState(8)
+    python_outputs(dynamic, [[batch(rng, size).asnumpy()] for size in (4, 7, 5)])
+    prefix = str(tmp_path / "masked")
+    dynamic.export(prefix)
+    with open(prefix + "-plan.json") as f:
+        steps = json.load(f)["steps"]
+    assert [step["backend"] for step in steps] == ["tvm", "mxnet", "tvm"]
+    same_types = [[batch(rng, 5).asnumpy()] for _ in range(3)]
+    other_sizes = [[batch(rng, size).asnumpy()] for size in (2, 9)]
+    runner = compile_c(RUN_MODEL_SOURCE, str(tmp_path / "run_model"))
+    got, stdout = run_model(runner, prefix, same_types + other_sizes, str(tmp_path))
+    for have, want in zip(got, python_outputs(imperative, same_types + other_sizes)):
+        assert_same(have, want)
+    assert report_counts(stdout) == (len(same_types), len(other_sizes))
