@@ -147,7 +147,8 @@ def _mx_data_address(array):
 
 
 class CompiledFunction:
-    """A compiled Relax function called with MXNet NDArrays (or numpy arrays).
+    """A compiled Relax function called with MXNet NDArrays (or numpy arrays, or TVM
+    tensors, which it takes as they are).
 
     Inputs go to TVM through DLPack without copies when 64-byte aligned and
     contiguous; otherwise they are copied once and `copies` counts them.
