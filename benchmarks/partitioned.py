@@ -3,15 +3,18 @@
 - masked head: a plain Block scores rows (3 Dense layers), keeps the rows whose score passes
   a threshold (boolean_mask: the kept count depends on the data), runs a head (3 Dense
   layers) on the kept rows and branches on the result; the batch size changes every call
-  (16 to 64 rows). The graph runs as MXNet's dynamic-shape CachedOp.
+  (16 to 64 rows). The graph runs cut around the mask (gluon_dyn/hybridize/cut_graph.py):
+  static parts with planned memory, the mask alone, the branch by Python; under
+  backend="tvm" the static parts are TVM segments with the batch and the kept rows symbolic.
 - rnn with a host read: a plain Block runs an LSTMCell over 20 steps, reads a value into
   Python (`.asscalar()`) to choose what follows, then 20 more steps and a head: two graph
   segments around the read (a graph break).
 
 Variants (benchmarks/harness.py: outputs checked against the imperative run, fresh inputs,
 warm-up, interleaved, medians): imperative; hybridize(dynamic=True); hybridize(dynamic=True,
-backend="tvm") for inference, both with the speed check off. The dynamic variants' reports
-must show every timed call served by graphs (the run stops otherwise).
+backend="tvm") for inference, both with the speed check off; PyTorch eager with the same
+weights (`make bench-extra`), one thread by default (--torch-threads). The dynamic variants'
+reports must show every timed call served by graphs (the run stops otherwise).
 """
 import argparse
 
@@ -21,6 +24,7 @@ from mxnet import gluon
 
 import gluon_dyn
 import harness
+from control_flow_rnn import torch_cell
 
 FEATURES, HIDDEN, STEPS, BATCH = 32, 64, 20, 4
 
@@ -72,6 +76,46 @@ class ReadingRNN(gluon.Block):
         return self.out(layer(h))
 
 
+def torch_linear(torch, dense):
+    """The torch.nn.Linear computing what the Gluon Dense `dense` computes."""
+    linear = torch.nn.Linear(dense.weight.shape[1], dense.weight.shape[0])
+    harness.torch_parameters(torch, [(linear.weight, dense.weight), (linear.bias, dense.bias)])
+    return linear
+
+
+def torch_masked_head(torch, net):
+    """The masked head in PyTorch eager, with `net`'s weights: (forward, parameters)."""
+    score = [torch_linear(torch, dense) for dense in net.score]
+    head = [torch_linear(torch, dense) for dense in net.head]
+
+    def forward(rows):
+        scores = score[2](torch.tanh(score[1](torch.tanh(score[0](rows))))).reshape(-1)
+        out = head[2](torch.relu(head[1](torch.relu(head[0](rows[scores.detach() > 0])))))
+        if out.sum() > 0:
+            out = out * 0.5
+        return out
+    return forward, [p for layer in score + head for p in layer.parameters()]
+
+
+def torch_reading_rnn(torch, net):
+    """The RNN with a host read in PyTorch eager, with `net`'s weights."""
+    cell = torch_cell(torch, net.cell)
+    up, down, out = (torch_linear(torch, dense) for dense in (net.up, net.down, net.out))
+
+    def forward(seq):
+        state = None
+        for t in range(STEPS):
+            state = cell(seq[t], state)
+        layer = up if state[0].mean().item() > 0 else down
+        for t in range(STEPS, 2 * STEPS):
+            state = cell(seq[t], state)
+        return out(layer(state[0]))
+    return forward, [p for m in (cell, up, down, out) for p in m.parameters()]
+
+
+TORCH_TWINS = {MaskedHead: torch_masked_head, ReadingRNN: torch_reading_rnn}
+
+
 def masked_inputs(call):
     rows = 16 + (call * 7) % 49
     return (harness.normal_array((rows, FEATURES), call),)
@@ -108,7 +152,13 @@ def graph_calls(report):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=40)
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="PyTorch's threads (default 1: these operators are small, and a "
+                             "thread per core spins against MXNet's engine and other jobs)")
     args = parser.parse_args()
+    torch = harness.import_torch()
+    if torch is not None:
+        torch.set_num_threads(args.torch_threads)
     rows = []
     for title, model, make_inputs in (("masked head", MaskedHead, masked_inputs),
                                       ("rnn with a host read", ReadingRNN, rnn_inputs)):
@@ -116,6 +166,10 @@ def main():
             nets = variants(model, tvm=not train)
             runs = [harness.Variant(name, harness.gluon_call(net, train))
                     for name, net in nets.items()]
+            if torch is not None:
+                forward, parameters = TORCH_TWINS[model](torch, nets["imperative"])
+                runs.append(harness.Variant("pytorch eager", harness.torch_call(
+                    torch, forward, parameters, train), prepare=harness.torch_tensors(torch)))
             timings = harness.compare(runs, make_inputs, args.repeats)
             for name, net in nets.items():
                 if name == "imperative":
@@ -128,10 +182,11 @@ def main():
             ms = {name: timing.median_ms for name, timing in timings.items()}
             rows.append([title, "training" if train else "inference", "%.2f" % ms["imperative"]] +
                         ["%.2f (%s)" % (ms[name], harness.ratio(ms["imperative"], ms[name]))
-                         if name in ms else "-" for name in ("dynamic", "dynamic tvm")])
+                         if name in ms else "-"
+                         for name in ("dynamic", "dynamic tvm", "pytorch eager")])
     harness.print_table("Partitioned execution, ms per call (ratio: imperative / variant)",
                         ["model", "mode", "imperative", "`hybridize(dynamic=True)`",
-                         "`backend=\"tvm\"`"], rows)
+                         "`backend=\"tvm\"`", "PyTorch eager"], rows)
 
 
 if __name__ == "__main__":

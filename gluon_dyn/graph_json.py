@@ -61,6 +61,77 @@ def cut_at_outputs(symbol, outputs):
     return load_symbol(cut), {"%s__output%d" % key: key for key in variables}
 
 
+def groups_between(graph, alone):
+    """The operator nodes of `graph` (a JSON dict) as index lists in an order they
+    can run in: each node of `alone` in a group of its own, the others grouped by
+    stage, the number of `alone` nodes on the longest path to them (a node of
+    `alone` counts itself). A path leaving a group through a node of `alone`
+    reaches a later stage only, so the groups run one after another."""
+    nodes = graph["nodes"]
+    stages = {}
+    for index, node in enumerate(nodes):
+        if node["op"] == "null":
+            continue
+        here = index in alone
+        stages[index] = max((stages[i] + (here or i in alone)
+                             for i, _, _ in node["inputs"] if i in stages), default=0)
+    groups = {}
+    for index, stage in stages.items():
+        groups.setdefault((stage, index) if index in alone else (stage, -1), []).append(index)
+    # Groups of one stage are independent of each other; order them by first node.
+    return sorted(groups.values(), key=lambda group: (stages[group[0]], group[0]))
+
+
+def group_boundaries(graph, groups):
+    """For each group of `groups_between`, the value refs ((node, output)) it reads
+    from outside itself and those it gives to other groups or to the graph's heads."""
+    nodes, row_ptr = graph["nodes"], graph["node_row_ptr"]
+    owner = {index: k for k, group in enumerate(groups) for index in group}
+    readers = {}
+    for index, node in enumerate(nodes):
+        for i, o, _ in node["inputs"]:
+            readers.setdefault((i, o), []).append(index)
+    heads = {(i, o) for i, o, _ in graph["heads"]}
+    boundaries = []
+    for k, group in enumerate(groups):
+        inputs = []
+        for index in group:
+            inputs.extend(ref for ref in ((i, o) for i, o, _ in nodes[index]["inputs"])
+                          if owner.get(ref[0]) != k and ref not in inputs)
+        outputs = [(index, o) for index in group for o in range(row_ptr[index + 1] - row_ptr[index])
+                   if (index, o) in heads or any(owner[r] != k for r in readers.get((index, o), ()))]
+        boundaries.append((inputs, outputs))
+    return boundaries
+
+
+def value_input_name(graph, ref):
+    """The name a value gets as the input of a group's graph: a variable's own
+    name, else its producer's name and output index."""
+    node = graph["nodes"][ref[0]]
+    return node["name"] if node["op"] == "null" else "%s_output%d" % (node["name"], ref[1])
+
+
+def group_symbol(graph, group, inputs, outputs):
+    """The Symbol of one group of `graph`: its variables are `inputs` (named by
+    `value_input_name`, in that order), its outputs `outputs` in order."""
+    nodes, row_ptr = graph["nodes"], graph["node_row_ptr"]
+    entries = [nodes[i] if nodes[i]["op"] == "null" else
+               {"op": "null", "name": value_input_name(graph, (i, o)), "inputs": []}
+               for i, o in inputs]
+    position = {ref: (k, 0) for k, ref in enumerate(inputs)}
+    pointers = [0] * (len(entries) + 1)
+    pointers[1:] = range(1, len(entries) + 1)
+    for index in group:
+        node = nodes[index]
+        entries.append(dict(node, inputs=[[*position[(i, o)], 0] for i, o, _ in node["inputs"]]))
+        count = row_ptr[index + 1] - row_ptr[index]
+        position.update({(index, o): (len(entries) - 1, o) for o in range(count)})
+        pointers.append(pointers[-1] + count)
+    return load_symbol({"nodes": entries, "arg_nodes": list(range(len(inputs))),
+                        "node_row_ptr": pointers,
+                        "heads": [[*position[ref], 0] for ref in outputs]})
+
+
 CONTROL_FLOW_OPS = ("_cond", "_foreach", "_while_loop")
 _PASS_THROUGH_OPS = ("identity", "_copy")
 

@@ -53,35 +53,42 @@ def load():
 load()
 
 
-def _version_reader():
-    """`version(array)`: the count of writes MXNet has completed to the array's
-    memory (its engine variable's version; see src/ndarray/version.cc), or None
-    with a warning when the library cannot read it."""
-    function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_version", None)
+def _versions_reader():
+    """`versions(arrays)`: for each NDArray, the count of writes MXNet has completed
+    to its memory (its engine variable's version; see src/ndarray/version.cc) once
+    its pending writes are done, in one call; or None with a warning when the
+    library cannot read them."""
+    function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_versions", None)
     if function is None:
-        warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_version (built from older "
+        warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_versions (built from older "
                       "sources?); %s" % (LIBRARY_PATH, REBUILD))
         return None
-    function.restype, function.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                         ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p]
+    wait_to_read = ctypes.cast(mx.base._LIB.MXNDArrayWaitToRead, ctypes.c_void_p)
 
-    def version(array):
-        return function(array.handle)
+    def versions(arrays):
+        count = len(arrays)
+        read = (ctypes.c_size_t * count)()
+        handles = (ctypes.c_void_p * count)(*[array.handle.value for array in arrays])
+        if function(handles, count, read, wait_to_read) != 0:
+            mx.base.check_call(-1)   # raises the error MXNet's wait recorded
+        return tuple(read)
 
     # The reader follows the NDArray layout of the headers it was built with: check
     # that a write counts once, as it must if they match this MXNet.
     probe = mx.nd.zeros((1,))
-    probe.wait_to_read()
-    before = version(probe)
+    (before,) = versions([probe])
     probe[:] = 1
-    probe.wait_to_read()
-    if version(probe) != before + 1:
+    if versions([probe]) != (before + 1,):
         warnings.warn("gluon_dyn: %s reads array versions wrongly (built for another MXNet?); %s"
                       % (LIBRARY_PATH, REBUILD))
         return None
-    return version
+    return versions
 
 
-ndarray_version = _version_reader()
+ndarray_versions = _versions_reader()
 
 
 def _namespace(F, arrays, what):

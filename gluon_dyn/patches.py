@@ -8,6 +8,9 @@ MXNet Gluon:
   with dynamic=True exports its general graph, taking `max_iterations`; other
   HybridBlocks keep MXNet's export without gluon_dyn's training-only nodes, so
   exported models need neither gluon_dyn nor its C++ library (export/).
+- `Block.__setattr__`, `__delattr__`, `register_child` (and HybridBlock's): count
+  changes to blocks, so that the Python state a call is keyed on is walked again
+  only after one (hybridize/python_state.py).
 - `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
   the input shapes are first known, naming the cond's file:line (block_checks.py).
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
@@ -41,7 +44,7 @@ from malt.impl import api
 from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer
-from .hybridize import dynamic, operators, stale_gradients, tracing, transpiler
+from .hybridize import dynamic, operators, python_state, stale_gradients, tracing, transpiler
 
 _APPLIED = "__gluon_dyn_patched__"
 
@@ -61,6 +64,9 @@ def apply():
     if not hasattr(gluon.Block, "export"):
         gluon.Block.export = export.block_export
     _wrap(gluon.HybridBlock, "_build_cache", block_checks.check_after_build)
+    for block_class in (gluon.Block, gluon.HybridBlock):
+        for name in ("__setattr__", "__delattr__", "register_child"):
+            _wrap(block_class, name, python_state.noting_block_changes)
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach

@@ -87,7 +87,7 @@ def test_a_reinitialised_parameter_is_a_new_array_and_is_prepared_again(tmp_path
 
 def test_without_a_version_reader_weights_are_prepared_at_every_call(tmp_path, monkeypatch):
     """As in a copy of runtime.py deployed alone: correct, prepared per call."""
-    monkeypatch.setattr(runtime, "array_version", None)
+    monkeypatch.setattr(runtime, "array_versions", None)
     net, compiled, function, inputs = compiled_lstm(tmp_path)
     for calls in (1, 2, 3):
         assert_matches(net, compiled, inputs)
@@ -97,15 +97,13 @@ def test_without_a_version_reader_weights_are_prepared_at_every_call(tmp_path, m
 
 
 def test_the_native_reader_counts_completed_writes():
-    array = mx.nd.zeros((4,))
-    array.wait_to_read()
-    before = gluon_dyn.native.ndarray_version(array)
+    array, other = mx.nd.zeros((4,)), mx.nd.zeros((2,))
+    (before, other_before) = gluon_dyn.native.ndarray_versions([array, other])
     array[:] = 1
-    array += 2
-    array.wait_to_read()
-    assert gluon_dyn.native.ndarray_version(array) == before + 2
+    array += 2      # pending writes are waited for, then counted
+    assert gluon_dyn.native.ndarray_versions([array, other]) == (before + 2, other_before)
     array.asnumpy()  # reads count nothing
-    assert gluon_dyn.native.ndarray_version(array) == before + 2
+    assert gluon_dyn.native.ndarray_versions([array]) == (before + 2,)
 
 
 class CellLoop(gluon.Block):

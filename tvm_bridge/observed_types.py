@@ -39,10 +39,13 @@ def checking_inputs(run, expected, names):
 
     def run_checked(*arrays):
         for k, shape, dtype in checks:
-            if arrays[k].shape != shape or arrays[k].dtype != dtype:
+            # An NDArray, or a TVM tensor (its dtype a name) from the plan's previous step.
+            got_shape = tuple(arrays[k].shape)
+            got_dtype = np.dtype(arrays[k].dtype if isinstance(arrays[k], mx.nd.NDArray)
+                                 else str(arrays[k].dtype))
+            if got_shape != shape or got_dtype != dtype:
                 raise TypesChanged("%s: compiled for %s %s, got %s %s" % (
-                    names[k], shape, dtype.name, arrays[k].shape,
-                    np.dtype(arrays[k].dtype).name))
+                    names[k], shape, dtype.name, got_shape, got_dtype.name))
         return run(*arrays)
 
     return run_checked

@@ -7,17 +7,18 @@ of its own. Convertible nodes are grouped by *stage*: the number of MXNet
 segments on the longest path before them. Nodes of one stage form one TVM
 segment; since a path leaving a TVM segment through an MXNet node always
 reaches a later stage, no TVM segment both feeds and depends on an MXNet one.
-In a graph holding _cond/_while_loop, the outputs of MXNet nodes are typed by
+Outputs of MXNet nodes that MXNet cannot infer (value_types.py) are typed by
 running the graph on example inputs (observed_types.py); a TVM segment lists
 the inputs so typed, to be checked at each call.
 """
 from dataclasses import dataclass
 
+from gluon_dyn.graph_json import (group_boundaries, group_symbol, groups_between,
+                                   value_input_name)
 from tvm import relax
 
 from .converters import Unsupported
 from .emitter import Context, convert_node
-from .graph import Node, symbol_from_dict
 from .value_types import ShapeEnv, from_relax_type, relax_type
 
 TVM, MXNET = "tvm", "mxnet"
@@ -42,8 +43,7 @@ class Segment:
 
     def input_names(self, graph):
         """A unique name per input: a variable's own name, else the producer's output."""
-        return [graph.nodes[i].name if graph.nodes[i].is_variable else
-                "%s_output%d" % (graph.nodes[i].name, o) for i, o in self.inputs]
+        return [value_input_name(graph.json, ref) for ref in self.inputs]
 
     def to_symbol(self, graph):
         """An mx.sym.Symbol of just this segment (for a CachedOp).
@@ -51,30 +51,11 @@ class Segment:
         Its variables are named by ``input_names(graph)`` (aligned with
         ``inputs``) and its outputs are ``outputs`` in order.
         """
-        placeholders = [graph.nodes[i] if graph.nodes[i].is_variable else
-                        Node("null", name, {}, [], 1, []) for (i, _), name in
-                        zip(self.inputs, self.input_names(graph))]
-        position = {ref: (k, 0) for k, ref in enumerate(self.inputs)}
-        entries = [p.to_json([]) for p in placeholders]
-        for index in self.nodes:
-            node = graph.nodes[index]
-            entries.append(node.to_json([position[ref] for ref in node.inputs]))
-            position.update({(index, o): (len(entries) - 1, o) for o in range(node.num_outputs)})
-        return symbol_from_dict({
-            "nodes": entries, "arg_nodes": list(range(len(placeholders))),
-            "node_row_ptr": _row_pointers(placeholders + [graph.nodes[i] for i in self.nodes]),
-            "heads": [[*position[ref], 0] for ref in self.outputs]})
+        return group_symbol(graph.json, self.nodes, self.inputs, self.outputs)
 
     def __repr__(self):
         return "Segment(%s, %d nodes, %d inputs, %d outputs)" % (
             self.kind, len(self.nodes), len(self.inputs), len(self.outputs))
-
-
-def _row_pointers(nodes):
-    pointers = [0]
-    for node in nodes:
-        pointers.append(pointers[-1] + node.num_outputs)
-    return pointers
 
 
 def _probe(node, input_types):
@@ -105,9 +86,8 @@ class _Analysis:
         self.types = {(graph.variable_index[name], 0): relax_type(vt, self.dim_vars)
                       for name, vt in env.input_types.items()}
         self.reasons = {}  # node index -> why it runs in MXNet
-        self.observed = set()  # values typed by running the graph on example inputs
         self.used = set(graph.consumers()) | set(graph.heads)
-        self._mxnet_types = None
+        self._mxnet_types = {}
         for index, node in enumerate(graph.nodes):
             if not node.is_variable:
                 self._classify(index, node)
@@ -128,15 +108,13 @@ class _Analysis:
 
     def _type(self, ref):
         """The Relax type of a value; for outputs of MXNet nodes, MXNet's inference
-        (run once, for every value read)."""
+        (or, for a graph typed by running, one run for every value read)."""
         if ref not in self.types:
-            if self._mxnet_types is None:
-                node_outputs = sorted(r for r in self.used
-                                      if not self.graph.nodes[r[0]].is_variable)
-                self._mxnet_types = self.env.mxnet_types(node_outputs)
+            if ref not in self._mxnet_types:
+                wanted = sorted(r for r in self.used if not self.graph.nodes[r[0]].is_variable) \
+                    if self.env.types_by_running else [ref]
+                self._mxnet_types.update(self.env.mxnet_types(wanted))
             self.types[ref] = relax_type(self._mxnet_types[ref], self.dim_vars)
-            if self.env.types_by_running:
-                self.observed.add(ref)
         return self.types[ref]
 
     def input_type(self, ref):
@@ -144,39 +122,10 @@ class _Analysis:
         return from_relax_type(self._type(ref), self.graph.value_name(ref))
 
 
-def _group_nodes(graph, runs_in_mxnet):
-    """Node index lists, one per segment, in execution order.
-
-    A node's stage counts the MXNet nodes on the longest path to it (an MXNet
-    node counts itself); convertible nodes of one stage form one group.
-    """
-    stages = {}
-    for index, node in enumerate(graph.nodes):
-        if node.is_variable:
-            continue
-        mxnet_here = index in runs_in_mxnet
-        stages[index] = max((stages[i] + (mxnet_here or i in runs_in_mxnet)
-                             for i, _ in node.inputs if i in stages), default=0)
-    groups = {}
-    for index, stage in stages.items():
-        key = (stage, index) if index in runs_in_mxnet else (stage, -1)
-        groups.setdefault(key, []).append(index)
-    # Groups of one stage are independent of each other; order them by first node.
-    return sorted(groups.values(), key=lambda nodes: (stages[nodes[0]], nodes[0]))
-
-
 def _segments(graph, groups, analysis):
-    owner = {index: k for k, nodes in enumerate(groups) for index in nodes}
     readers = graph.consumers()
-    heads = set(graph.heads)
     segments = []
-    for k, nodes in enumerate(groups):
-        inputs = []
-        for index in nodes:
-            inputs.extend(ref for ref in graph.nodes[index].inputs
-                          if owner.get(ref[0]) != k and ref not in inputs)
-        outputs = [(index, o) for index in nodes for o in range(graph.nodes[index].num_outputs)
-                   if (index, o) in heads or any(owner[r] != k for r in readers.get((index, o), ()))]
+    for nodes, (inputs, outputs) in zip(groups, group_boundaries(graph.json, groups)):
         if nodes[0] in analysis.reasons:
             kind, reasons = MXNET, [analysis.reasons[nodes[0]]]
         else:
@@ -185,7 +134,7 @@ def _segments(graph, groups, analysis):
                                   if i in analysis.reasons]
         segments.append(Segment(kind, nodes, inputs, outputs,
                                 [analysis.input_type(ref) for ref in inputs], reasons,
-                                [k for k, ref in enumerate(inputs) if ref in analysis.observed]))
+                                [k for k, ref in enumerate(inputs) if ref in analysis.env.observed]))
     return segments
 
 
@@ -197,4 +146,4 @@ def partition(graph, input_shapes, input_dtypes=None, symbolic_dims=None, exampl
     """
     env = ShapeEnv(graph, input_shapes, input_dtypes, symbolic_dims, example_inputs)
     analysis = _Analysis(graph, env)
-    return _segments(graph, _group_nodes(graph, set(analysis.reasons)), analysis)
+    return _segments(graph, groups_between(graph.json, set(analysis.reasons)), analysis)

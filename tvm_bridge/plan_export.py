@@ -49,7 +49,9 @@ def _mxnet_graph(symbol):
 
 
 def _step_entry(graph, step, library_prefix):
-    entry = {"backend": step.backend, "ops": len(step.segment.nodes)}
+    # A step numpy runs in the plan (host_ops.py) is written as the MXNet graph it is.
+    entry = {"backend": "tvm" if step.backend == "tvm" else "mxnet",
+             "ops": len(step.segment.nodes)}
     if step.backend == "tvm":
         library, signature = deploy.export(step.function, library_prefix)
         with open(library, "rb") as f:

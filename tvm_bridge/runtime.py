@@ -22,11 +22,11 @@ READABLE_MANIFEST_FORMATS = (1, 2, 3)
 # The function compiler.py lifts the work on parameters into (Relax's name for it).
 PREPARE_FUNCTION = "main_transform_params"
 
-# array -> a number that changes whenever the array is written (MXNet's engine
-# variable version), or None when there is no such reader: then parameters are
-# prepared again at every call. tvm_bridge installs gluon_dyn's reader; a copy of
-# this file deployed alone has none.
-array_version = None
+# [NDArray] -> for each, a number that changes whenever the array is written
+# (MXNet's engine variable version, once its pending writes are done), or None
+# when there is no such reader: then parameters are prepared again at every call.
+# tvm_bridge installs gluon_dyn's reader; a copy of this file deployed alone has none.
+array_versions = None
 
 
 def configure_threads(default_threads=None):
@@ -162,13 +162,11 @@ def _dtype_name(dtype):
     return name
 
 
-def _version(array):
-    """The array's write count once MXNet's pending writes to it are done (an
-    unfinished write is counted only when it completes), or None if unknown."""
-    if array_version is None or not isinstance(array, mx.nd.NDArray):
+def _versions(arrays):
+    """The arrays' write counts (see array_versions), or None if unknown."""
+    if array_versions is None or not all(isinstance(array, mx.nd.NDArray) for array in arrays):
         return None
-    array.wait_to_read()  # the version counts a write once it completed
-    return array_version(array)
+    return array_versions(arrays)
 
 
 def _mx_data_address(array):
@@ -185,7 +183,8 @@ def _mx_data_address(array):
 
 
 class CompiledFunction:
-    """A compiled Relax function called with MXNet NDArrays (or numpy arrays).
+    """A compiled Relax function called with MXNet NDArrays (or numpy arrays, or TVM
+    tensors, which it takes as they are).
 
     Inputs go to TVM through DLPack without copies when 64-byte aligned and
     contiguous; otherwise they are copied once and `copies` counts them.
@@ -195,7 +194,7 @@ class CompiledFunction:
     (~2 us instead of ~12 us per array).
     Parameters (the inputs after `signature.num_data`) are prepared by
     PREPARE_FUNCTION (transposed, packed) and the results kept: they are
-    prepared again when a parameter is another array or its `array_version`
+    prepared again when a parameter is another array or its `array_versions`
     changed (every write MXNet completes counts: optimizer steps, set_data,
     `p.data()[:] = ...`, load_parameters); `preparations` counts the runs.
     Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
@@ -227,6 +226,15 @@ class CompiledFunction:
         """The call without the signature check, for callers that guarantee the
         inputs fit (a plan fed by a graph cache keyed on shapes and dtypes); a
         misfit is still caught by TVM's own checks, less readably."""
+        result = self.call_tvm(*arrays)
+        if not self.signature.returns_tuple:
+            return mx.nd.from_dlpack(result.__dlpack__())
+        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+
+    def call_tvm(self, *arrays):
+        """call_unchecked giving TVM's own tensors (a tuple's as a list), for a caller
+        that passes them on to compiled functions (which take them as they are) or
+        to numpy, not to MXNet."""
         if self._prepare is None:
             result = self._function(*[self._view(position, array)
                                       for position, array in enumerate(arrays)])
@@ -235,27 +243,25 @@ class CompiledFunction:
             result = self._function(*[self._view(position, array)
                                       for position, array in enumerate(data)],
                                     *self._parameters(arrays[self._num_data:]))
-        if not self.signature.returns_tuple:
-            return mx.nd.from_dlpack(result.__dlpack__())
-        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+        return list(result) if self.signature.returns_tuple else result
 
     def _parameters(self, arrays):
         """What "main" takes after the data: the prepared parameters, prepared
         again unless every array is the one they came from, unchanged since."""
-        stamps = [(array, _version(array)) for array in arrays]
+        versions = _versions(arrays)
         previous = self._prepared_from
-        if previous is None or any(
-                array is not before or version is None or version != version_before
-                for (array, version), (before, version_before) in zip(stamps, previous)):
-            views = [self._to_tvm(array) for array in arrays]
-            self._prepared = list(self._prepare(views))
+        if previous is None or versions is None or versions != previous[1] or any(
+                array is not before for array, before in zip(arrays, previous[0])):
+            self._prepared = list(self._prepare([self._to_tvm(array) for array in arrays]))
             # Stamped after the views: taking one re-lays out a weight oneDNN had
             # blocked, a write that would otherwise make the next call prepare again.
-            self._prepared_from = [(array, _version(array)) for array in arrays]
+            self._prepared_from = (list(arrays), _versions(arrays))
             self.preparations += 1
         return self._prepared
 
     def _view(self, position, array):
+        if isinstance(array, tvm.runtime.Tensor):
+            return array
         cached = self._views.get(position)
         if cached is not None and cached[0] is array:
             # MXNDArrayGetData first turns a oneDNN-blocked array (MXNet reorders

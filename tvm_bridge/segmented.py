@@ -6,7 +6,10 @@ parameters only is prepared when they change, see runtime.CompiledFunction) and
 timed on the
 example inputs against the same segment as an MXNet CachedOp; the faster one
 runs it. MXNet segments (ops with no converter, gluon_dyn's guards) run as
-CachedOps. Finally the whole plan is timed against one CachedOp of the whole
+CachedOps, a lone boolean_mask with numpy (host_ops.py); a mask that keeps no
+rows makes the call run as one MXNet graph, which fails (or not) as MXNet does.
+The rows a mask keeps are a symbolic dim of the segments after it
+(value_types.py), so one plan serves every count. Finally the whole plan is timed against one CachedOp of the whole
 graph, and the faster of the two serves calls. Every one of these choices is a
 gluon_dyn.measure.MeasuredChoice: MXNet stays unless TVM is faster by a margin
 in two measurements, and the choices are measured again when the plan serving
@@ -18,8 +21,9 @@ OpenBLAS's threads and TVM's alternating on the same cores can make the products
 slower there than alone, so they stay on BLAS only where the segment gains.
 Inference only: training keeps MXNet, whose backward TVM does not provide.
 
-A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
-found by running it on the example inputs (observed_types.py): a TVM segment
+A graph whose values after a _cond/_while_loop run in MXNet MXNet cannot infer is
+partitioned on types found by running it on the example inputs
+(observed_types.py): a TVM segment
 reading such a value checks it at each call, and a call where one differs runs
 as one MXNet graph (counted in the report), never on code compiled for other
 shapes.
@@ -28,12 +32,13 @@ import time
 
 import mxnet as mx
 import numpy as np
-from gluon_dyn.graph_json import UNINFERABLE_OPS
+from gluon_dyn.graph_json import DATA_DEPENDENT_SHAPE_OPS, UNINFERABLE_OPS, holds_ops
 from gluon_dyn.measure import MeasuredChoice, decide_by_timing, interleaved_samples
 
 from .compiler import compile_module, every_gemm
 from .gemm_choice import measured_gemms
 from .graph import load_graph
+from .host_ops import host_step
 from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
 from .relax_builder import build_segment
@@ -69,6 +74,8 @@ class Step:
         self.times_ms = {}
         self.compile_s = self.tune_s = None
         self.note = ""
+        self.data_dependent = ""  # the data-dependent operators it holds, if any
+        self.gives_tvm = False    # on TVM, its results stay TVM tensors
 
 
 class SegmentedGraph:
@@ -139,6 +146,7 @@ class SegmentedGraph:
         self.steps = [self._step(segment, shapes, dtypes, symbolic_dims, cache_dir, tune)
                       for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
+        self._pass_tvm_tensors()
         self._whole = _cached_op(symbol, self.static_shape)
         self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
@@ -147,6 +155,7 @@ class SegmentedGraph:
         self._forced = None if choose_by_measurement else PLAN
         # Calls run as one MXNet graph since a value typed by running differed.
         self.types_changed_calls, self._types_changed_last = 0, []
+        self.calls = {PLAN: 0, WHOLE: 0}   # runs of each, measurements included
         if choose_by_measurement:
             self._choose(list(example_inputs), "built")
 
@@ -165,9 +174,10 @@ class SegmentedGraph:
         by_name = dict(zip(segment.input_names(self.graph), range(len(reads))))
         order = [by_name[name] for name in symbol.list_inputs()]
         cached = _cached_op(symbol, self.static_shape)
+        step_ops = {self.graph.nodes[i].op for i in segment.nodes}
 
         def run_in_mxnet(*arrays):
-            return _as_list(cached(*[arrays[k] for k in order]))
+            return _as_list(cached(*[_mxnet(arrays[k]) for k in order]))
 
         writes = []
         for ref in segment.outputs:
@@ -175,9 +185,27 @@ class SegmentedGraph:
             writes.append(self._num_slots)
             self._num_slots += 1
         step = Step(segment, symbol, run_in_mxnet, reads, writes)
+        step.data_dependent = ", ".join(sorted(step_ops & set(DATA_DEPENDENT_SHAPE_OPS)))
         if segment.kind == TVM:
             self._compile(step, shapes, dtypes, symbolic_dims, cache_dir, tune)
+        on_host = host_step(self.graph, segment)
+        if on_host is not None:
+            step.run, step.backend = on_host, "host"
         return step
+
+    def _pass_tvm_tensors(self):
+        """Let each TVM step give TVM tensors where every reader of its results is a
+        step that takes them as they are (a TVM step without values checked at each
+        call, numpy's mask) and none is an output; an MXNet step still converts them."""
+        readers = {}
+        for step in self.steps:
+            for slot in step.reads:
+                readers.setdefault(slot, []).append(step)
+        for step in self.steps:
+            step.gives_tvm = step.backend == "tvm" and not set(step.writes) & set(self._heads) \
+                and all(reader.backend == "host" or (reader.segment.kind == TVM and
+                                                     not reader.segment.observed_inputs)
+                        for slot in step.writes for reader in readers.get(slot, ()))
 
     def _compile(self, step, shapes, dtypes, symbolic_dims, cache_dir, tune):
         """Make `step` run its segment on TVM; if that fails, it stays in MXNet, noted."""
@@ -220,10 +248,13 @@ class SegmentedGraph:
         produced = {ref: k for k, ref in enumerate(step.output_order)}
         give = [produced[ref] for ref in segment.outputs]
 
-        call = function.call_unchecked  # the plan's inputs are checked once, in __call__
+        # The plan's inputs are checked once, in __call__. Results stay TVM tensors
+        # (no MXNet array made) where the steps reading them take those.
+        call, call_tvm = function.call_unchecked, function.call_tvm
 
         def run_in_tvm(*arrays):
-            results = _as_list(call(*[arrays[k] for k in take]))
+            results = _as_list((call_tvm if step.gives_tvm else call)(
+                *[arrays[k] for k in take]))
             return [results[k] for k in give]
 
         if segment.observed_inputs:
@@ -322,12 +353,19 @@ class SegmentedGraph:
             self.types_changed_calls += 1
             self._types_changed_last = (self._types_changed_last + [str(change)])[-3:]
             return self._run_whole(arrays)
-        return [values[k] for k in self._heads]
+        self.calls[PLAN] += 1
+        return [_mxnet(values[k]) for k in self._heads]
 
     def _values(self, arrays):
         values = self._slot_list(arrays)
         for step in self.steps:
-            _store(values, step.writes, step.run(*[values[k] for k in step.reads]))
+            results = step.run(*[values[k] for k in step.reads])
+            if step.data_dependent and step.backend == "mxnet" and \
+                    not all(result.size for result in results):
+                # What follows an empty mask fails or runs as imperatively only as
+                # MXNet runs it (a Dense on no rows raises): the whole graph does.
+                raise TypesChanged("%s kept no rows" % step.data_dependent)
+            _store(values, step.writes, results)
         return values
 
     def _slot_list(self, arrays):
@@ -335,6 +373,7 @@ class SegmentedGraph:
         return list(arrays) + [None] * (self._num_slots - self._num_inputs)
 
     def _run_whole(self, arrays):
+        self.calls[WHOLE] += 1
         return _as_list(self._whole(*[arrays[k] for k in self._whole_order]))
 
     def report(self):
@@ -348,12 +387,14 @@ class SegmentedGraph:
         measurements) and, where those were measured faster alone, the choice
         between the segment with them and with TVM's kernels only, and boundary
         reasons; the inputs taken as parameters; and the calls run as one MXNet
-        graph because a value typed by running differed (with the last reasons)."""
+        graph because a value typed by running differed (with the last reasons); and
+        the runs of the plan and of the whole graph ("calls")."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "choice": None if self.choice is None else self.choice.report(),
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
+            "calls": dict(self.calls),
             "parameters": sorted(self.parameter_names),
             "types_changed": {"calls": self.types_changed_calls,
                               "last": list(self._types_changed_last)},
@@ -393,6 +434,10 @@ def _decide(choice, variants, why):
 
 
 def _cached_op(symbol, static_shape):
+    # static_alloc cannot hold a mask that keeps no rows (an unknown shape to MXNet
+    # 1.9.1): a graph with a data-dependent shape infers its shapes node by node.
+    if holds_ops(symbol, DATA_DEPENDENT_SHAPE_OPS):
+        return mx.nd.CachedOp(symbol)
     return mx.nd.CachedOp(symbol, flags=[("static_alloc", True), ("static_shape", static_shape)])
 
 
@@ -414,4 +459,10 @@ def _as_list(result):
 
 def _wait(arrays):
     for array in arrays:
-        array.wait_to_read()
+        if isinstance(array, mx.nd.NDArray):   # TVM has finished its own when it returns
+            array.wait_to_read()
+
+
+def _mxnet(value):
+    """An NDArray, or a TVM tensor as one (sharing its memory)."""
+    return value if isinstance(value, mx.nd.NDArray) else mx.nd.from_dlpack(value.__dlpack__())

@@ -4,9 +4,12 @@ A ``ValueType`` shape holds ints and, for symbolic dims, their names (str).
 Graph inputs get theirs from the caller (missing ones are completed by MXNet's
 shape/type inference); outputs of nodes that run in MXNet get theirs from
 MXNet's inference, run a second time with every symbolic dim changed to see
-which output dims follow it; in a graph holding _cond/_while_loop, which MXNet
-cannot infer through, from running the graph on example inputs instead
-(observed_types.py).
+which output dims follow it. Inference goes across boolean_mask and nonzero,
+their data-dependent rows a symbolic dim of their own (row_dims.py). Values
+MXNet cannot infer (after a _cond that runs in MXNet; in a graph holding a
+_while_loop, or a data-dependent shape inside control flow) are typed by running
+the graph on example inputs instead (observed_types.py), and then no dim of the
+graph can be symbolic.
 """
 from collections import namedtuple
 
@@ -14,9 +17,10 @@ import mxnet as mx
 import numpy as np
 from tvm import relax, tirx
 
-from gluon_dyn.graph_json import UNINFERABLE_OPS
+from gluon_dyn.graph_json import DATA_DEPENDENT_SHAPE_OPS, UNINFERABLE_OPS
 
 from .observed_types import observe_types
+from .row_dims import ROW_OPS, infer_across, row_dims
 
 ValueType = namedtuple("ValueType", ["shape", "dtype"])
 
@@ -46,7 +50,9 @@ class ShapeEnv:
         self.graph = graph
         self.symbolic_dims = _symbolic_names(graph, symbolic_dims)
         # Node outputs MXNet cannot infer are typed by running the graph on these.
-        self.types_by_running = graph.holds_ops(UNINFERABLE_OPS)
+        self.types_by_running = _typed_by_running(graph)
+        self.observed = set()   # the values typed by running
+        self.rows = row_dims(graph)
         self._example_inputs = example_inputs or {}
         if self.types_by_running:
             self._check_runnable(input_shapes)
@@ -111,12 +117,22 @@ class ShapeEnv:
         names = self.graph.arg_names + self.graph.aux_names
         return {name: _dtype_name(t) for name, t in zip(names, arg_types + aux_types)}
 
+    def _dim_names(self):
+        return sorted({n for axes in self.symbolic_dims.values() for n in axes.values()} |
+                      set(self.rows.values()))
+
+    def _row_examples(self, bumped=False):
+        """An example size per row dim ({node index: size}), bumped as `_bumped_examples`."""
+        names = self._dim_names()
+        return {k: _DEFAULT_EXAMPLE + (1 + names.index(name) if bumped else 0)
+                for k, name in self.rows.items()}
+
     def _bumped_examples(self):
         """Example shapes with the k-th symbolic dim name k+1 larger.
 
         Distinct steps keep two names with equal example sizes apart.
         """
-        names = sorted({n for axes in self.symbolic_dims.values() for n in axes.values()})
+        names = self._dim_names()
         bumped = dict(self._examples)
         for name, axes in self.symbolic_dims.items():
             shape = list(self._examples[name])
@@ -138,29 +154,41 @@ class ShapeEnv:
 
     def mxnet_types(self, refs):
         """ValueTypes of the given values, from MXNet's inference over the whole graph
-        (or from running it, see types_by_running)."""
+        (or from running it, see types_by_running; those are added to `observed`)."""
         if not refs:
             return {}
         if self.types_by_running:
-            return {ref: ValueType(*pair) for ref, pair in
-                    observe_types(self.graph, refs, self._example_inputs).items()}
-        symbol = self.graph.to_symbol(heads=refs)
-        reachable = set(symbol.list_inputs())  # MXNet rejects keywords for other inputs
-        first = _output_shapes(symbol, _only(self._examples, reachable), refs, self.graph)
-        _, out_types, _ = symbol.infer_type_partial(**_only(self._dtypes, reachable))
+            return self._run_for(refs)
+        first, dtypes = self._shapes(refs, self._examples, self._row_examples())
+        unknown = [ref for ref, shape in zip(refs, first) if shape is None]
+        if unknown:
+            if self.symbolic_dims:
+                raise ValueError("MXNet cannot infer the shape of %s (after a %s that runs in "
+                                 "MXNet): it is found by running the graph on example inputs, so "
+                                 "the graph's dims cannot be symbolic (symbolic_dims %s)" % (
+                                     ", ".join(map(self.graph.value_name, unknown)),
+                                     "/".join(UNINFERABLE_OPS), self.symbolic_dims))
+            types = self._run_for(unknown)
+            known = [ref for ref in refs if ref not in types]
+            types.update(self.mxnet_types(known))
+            return types
         second = first
-        if self.symbolic_dims:
-            bumped = _only(self._bumped_examples(), reachable)
+        if self.symbolic_dims or self.rows:
             try:
-                second = _output_shapes(symbol, bumped, refs, self.graph)
+                second, _ = self._shapes(refs, self._bumped_examples(), self._row_examples(True))
+                if None in second:
+                    raise ValueError("MXNet cannot infer the shape of %s at those sizes" %
+                                     self.graph.value_name(refs[second.index(None)]))
             except ValueError as err:
                 raise ValueError("the graph does not accept other sizes of its symbolic dims %s: "
-                                 "%s" % (sorted(self._dim_values(bumped)), err)) from None
+                                 "%s" % (self._dim_names(), err)) from None
         # A dim that changed with the symbolic dims is named after the one it equals
         # in both runs, or gets a fresh name when it is some other function of them.
-        sizes = {name: (size, bumped_size) for (name, size), bumped_size in zip(
-            self._dim_values(self._examples).items(),
-            self._dim_values(self._bumped_examples()).values())}
+        sizes = dict(zip(self._dim_values(self._examples), zip(
+            self._dim_values(self._examples).values(),
+            self._dim_values(self._bumped_examples()).values())))
+        sizes.update({name: pair for name, pair in zip(self.rows.values(), zip(
+            self._row_examples().values(), self._row_examples(True).values()))})
         types = {}
         for k, ref in enumerate(refs):
             shape = []
@@ -170,23 +198,31 @@ class ShapeEnv:
                     continue
                 named = [name for name, sizes_of_name in sizes.items() if sizes_of_name == pair]
                 shape.append(named[0] if named else "%s_d%d" % (self.graph.value_name(ref), axis))
-            types[ref] = ValueType(tuple(shape), _dtype_name(out_types[k]))
+            types[ref] = ValueType(tuple(shape), _dtype_name(dtypes[k]))
         return types
 
+    def _run_for(self, refs):
+        self.observed.update(refs)
+        return {ref: ValueType(*pair) for ref, pair in
+                observe_types(self.graph, refs, self._example_inputs).items()}
 
-def _only(by_name, names):
-    return {name: value for name, value in by_name.items() if name in names}
+    def _shapes(self, refs, examples, rows):
+        """Shapes (None where unknown) and dtypes of `refs` at these example sizes."""
+        try:
+            return infer_across(self.graph, refs, examples, self._dtypes, rows)
+        except mx.MXNetError as err:
+            raise ValueError(str(err).splitlines()[0]) from None
 
 
-def _output_shapes(symbol, shapes, refs, graph):
-    try:
-        _, out_shapes, _ = symbol.infer_shape_partial(**shapes)
-    except mx.MXNetError as err:
-        raise ValueError(str(err).splitlines()[0]) from None
-    for ref, shape in zip(refs, out_shapes):
-        if not shape or 0 in shape:
-            raise ValueError("MXNet cannot infer the shape of %s" % graph.value_name(ref))
-    return [tuple(s) for s in out_shapes]
+def _typed_by_running(graph):
+    """Whether MXNet's inference must not be asked about the graph: its _while_loop
+    shape pass corrupts memory when input shapes are partly unknown, and a
+    data-dependent shape inside control flow (or from an operator row_dims.py does
+    not know) is unknown to it."""
+    return graph.holds_ops(("_while_loop",)) or any(
+        node.op in DATA_DEPENDENT_SHAPE_OPS and node.op not in ROW_OPS or
+        any(sub.holds_ops(DATA_DEPENDENT_SHAPE_OPS) for sub in node.subgraphs)
+        for node in graph.nodes)
 
 
 def _dtype_name(numpy_type):

@@ -60,6 +60,9 @@ def report(block):
     (why recent calls needed a new graph) and "speed_check" (with check_speed, the
     default, a graph slower than Python is dropped: the check's state and the median
     milliseconds of the graph and of the forward as written, from the calls that
-    compared them).
+    compared them), "partitioned" (per cached graph cut around data-dependent
+    shapes, its parts for inference and for recorded runs: kind, ops, CachedOps
+    built, calls) and "tvm" (under backend="tvm": the plans, and the plans and TVM
+    functions built so far).
     """
     return runner_of(block).report()

@@ -1,7 +1,8 @@
 """Stage 3 of a call: running a Capture's graph.
 
-Inputs are bound from their sources, the graph runs (an MXNet CachedOp, or a TVM
-plan under backend="tvm"), the guard vector is read and every failed guard named
+Inputs are bound from their sources, the graph runs (an MXNet CachedOp; a graph
+with a data-dependent shape at its top level cut around it, cut_graph.py; or a
+TVM plan under backend="tvm"), the guard vector is read and every failed guard named
 by its position, and only when every guard held are the arrays kept on blocks
 written back and the outputs returned.
 """
@@ -12,6 +13,8 @@ from mxnet import autograd
 
 from .. import graph_json
 from . import guards, stale_gradients
+from .capture import ArgumentInput
+from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
 from .python_state import tensor_attributes
 
@@ -25,19 +28,33 @@ class Run:
 
 
 class GraphExecutor:
-    def __init__(self, capture, tvm=None):
+    def __init__(self, capture, tvm=None, open_dims=None):
+        """`open_dims` ({argument array index: dims}): the dims whose every size the
+        graph serves (its cache key leaves them open)."""
         self.capture = capture
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
+        # The open dims by graph input name, as a plan's symbolic dims.
+        self.symbolic_dims = {
+            name: {axis: "data%d_d%d" % (source.index, axis)
+                   for axis in sorted(open_dims[source.index])}
+            for name, source in zip(capture.symbol.list_inputs(), capture.inputs)
+            if isinstance(source, ArgumentInput) and source.index in (open_dims or {})}
         # Inference runs with memory (and shapes, if exact) planned once. Recorded
         # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
         # wrong input gradients for some graphs (tests/test_generated_programs.py,
         # "static_alloc backward").
-        self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture))
-        # Such a graph waits for its own nodes' shapes anyway: waiting for its outputs
-        # too makes a failure (a Dense on a mask that kept no rows) the call's, where
-        # the runner raises it as the forward as written does.
-        self._waits = graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
+        # A graph with an operator whose output shape depends on the data
+        # (boolean_mask) runs cut around it (cut_graph.py). It waits for its own
+        # nodes' shapes anyway: waiting for its outputs too makes a failure (a Dense
+        # on a mask that kept no rows) the call's, where the runner raises it as the
+        # forward as written does.
+        self._cut = graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS,
+                                         nested=False)
+        self._waits = self._cut or graph_json.holds_ops(
+            capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
+        self._inference_op = (CutGraph(capture.symbol) if self._cut else
+                              mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture)))
         self._recording_op = None
 
     def run(self, block, args):
@@ -70,20 +87,30 @@ class GraphExecutor:
         outputs = results[:capture.num_outputs]
         return Run(rebuild_outputs(capture.out_format, outputs))
 
+    def partition_report(self):
+        """The parts of a graph cut around its data-dependent shapes, for inference and
+        for recorded runs (None where not run yet); None for a graph not cut."""
+        if not self._cut:
+            return None
+        return {"inference": self._inference_op.report(),
+                "recording": self._recording_op.report() if self._recording_op else None}
+
     def _cached_op(self):
         if not autograd.is_recording():
             return self._inference_op
         if self._recording_op is None:
-            self._recording_op = mx.nd.CachedOp(self.capture.symbol)
+            self._recording_op = (CutGraph(self.capture.symbol, recording=True) if self._cut
+                                  else mx.nd.CachedOp(self.capture.symbol))
         return self._recording_op
 
 
 def _inference_flags(capture):
     """Memory is planned once per graph; shapes too when the graph serves one set of
-    input shapes (`exact`) and MXNet can infer all of them before it runs. A graph
-    with an operator whose output shape depends on the data (boolean_mask) runs
-    as MXNet's dynamic-shape CachedOp, each node's shapes inferred right before it
-    runs (static_alloc fails on it when a mask keeps no rows)."""
+    input shapes (`exact`) and MXNet can infer all of them before it runs. A
+    data-dependent shape inside a control-flow node (a mask in a cond's branch)
+    makes the whole graph MXNet's dynamic-shape CachedOp, each node's shapes
+    inferred right before it runs (static_alloc fails on it when a mask keeps no
+    rows)."""
     if graph_json.holds_ops(capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS):
         return []
     flags = [("static_alloc", True)]

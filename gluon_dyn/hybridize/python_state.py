@@ -1,6 +1,8 @@
 """The Python state of a block tree: what a forward may branch on (part of the cache
 key), the arrays kept on blocks (graph inputs and outputs), and the rollback that
 leaves a trace without side effects."""
+import weakref
+
 import mxnet as mx
 
 from . import tracing
@@ -49,27 +51,56 @@ def global_state():
     return tuple(values)
 
 
+# Bumped whenever an attribute of a block is set or deleted or a child registered
+# (patches.py): a block tree's attributes are walked again only then. Lists, dicts
+# and sets change in place, so their keys are made afresh at every call.
+_changes = [0]
+_walked = weakref.WeakKeyDictionary()   # block -> (changes, [(item, container or None)])
+
+
+def noting_block_changes(method):
+    """`method` of Block (setting an attribute, registering a child), counting the change."""
+    def counting(self, *args, **kwargs):
+        _changes[0] += 1
+        return method(self, *args, **kwargs)
+    return counting
+
+
 def _block_state(block):
-    values = []
+    walked = _walked.get(block)
+    if walked is None or walked[0] != _changes[0]:
+        walked = _walked[block] = (_changes[0], _walk(block))
+    return tuple(item if container is None else (item[0], _mutable_key(container))
+                 for item, container in walked[1])
+
+
+def _walk(block):
+    """[(key item, the list/dict/set it keys, or None)] of the block tree."""
+    entries = []
 
     def visit(node, path):
         # Filtered before sorting: a Gluon block holds many private attributes.
         for name, value in sorted((name, value) for name, value in vars(node).items()
                                   if name[0] != "_" and not isinstance(value, _SKIPPED_TYPES)):
             if _is_simple(value):
-                values.append((path + name, value))
-            elif is_tensor_value(value):    # state: its arrays are graph inputs
-                values.append((path + name, ("len", len(value))))
+                entries.append(((path + name, value), None))
             elif isinstance(value, (list, dict, set)):
-                values.append((path + name, contents_key(value)))
+                entries.append(((path + name, None), value))
+            elif is_tensor_value(value):    # state: its arrays are graph inputs
+                entries.append(((path + name, ("len", len(value))), None))
         for child_name, child in node._children.items():
             # Which block: a replaced layer is a different graph (its parameters
             # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
-            values.append((path + child_name, ("block", id(child))))
+            entries.append(((path + child_name, ("block", id(child))), None))
             visit(child, path + child_name + ".")
 
     visit(block, "")
-    return tuple(values)
+    return entries
+
+
+def _mutable_key(container):
+    # A list of arrays is state (its arrays are graph inputs): keyed by its length.
+    return ("len", len(container)) if is_tensor_value(container) else contents_key(container)
 
 
 # Items of a container keyed one by one; a larger one is keyed by its length and

@@ -151,7 +151,7 @@ class BlockRunner:
             return self._after_error("%s: %s" % (type(error).__name__, error),
                                      "an internal error stopped the trace", args)
         self.ladder.note_reads(capture.shape_reads)
-        executor = GraphExecutor(capture, self.tvm)
+        executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims())
         # The trace's shape reads may close dims the key left open: key it afresh.
         self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
@@ -282,6 +282,8 @@ class BlockRunner:
                 "guard_failures": list(self.guard_failures),
                 "speed_check": self.speed_check.report(),
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
+                "partitioned": [report for report in (executor.partition_report()
+                                                      for executor in self.cache.values()) if report],
                 "recursion": self.recursion.report() if self.recursion is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.profile.last_failure[where])

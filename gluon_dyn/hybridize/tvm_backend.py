@@ -2,13 +2,18 @@
 
 A traced graph's inference calls (autograd not recording) run as a
 tvm_bridge.SegmentedGraph: the graph is split into segments TVM can compile and
-segments MXNet runs, each TVM segment kept only where it measured faster than
-MXNet. A plan is built after the first inference call with each set of input
-shapes (at most MAX_PLANS per graph) has run in MXNet with every guard holding,
-from that call's inputs: building runs the graph on them (to type the values
-after _cond/_while_loop, and to time the segments), which must not be a run
-whose guards fail. Training calls keep MXNet's CachedOp, and its backward. A
-graph TVM cannot serve runs in MXNet, with the reason in the block's report.
+segments MXNet runs (an operator without a converter, a boolean_mask), each TVM
+segment kept only where it measured faster than MXNet. A plan is built after the
+first inference call of a graph has run in MXNet with every guard holding, from
+that call's inputs: building runs the graph on them (to type values MXNet cannot
+infer, and to time the segments), which must not be a run whose guards fail. A
+graph that serves every size of some argument dims (the shape ladder left them
+open) gets one plan with those dims symbolic, and the rows a boolean_mask keeps
+are symbolic in every plan, so a new size compiles nothing; where symbolic dims
+cannot be had (a graph typed by running), a plan per set of input shapes (at
+most MAX_PLANS per graph). Training calls keep MXNet's CachedOp, and its
+backward. A graph TVM cannot serve runs in MXNet, with the reason in the block's
+report.
 """
 import warnings
 
@@ -18,6 +23,7 @@ from ..origin import user_stacklevel
 from .capture import ParameterInput
 
 MAX_PLANS = 8
+EVERY_SIZE = "every size"   # the key of a graph's plan with symbolic dims
 
 
 class TvmBackend:
@@ -26,32 +32,39 @@ class TvmBackend:
         self._segmented_graph = tvm_bridge.SegmentedGraph
         self.options = options
         self.failures = []   # why graphs (or shapes) run in MXNet instead
+        self.plans_built = self.functions_built = 0
 
     def plan_for(self, executor, inputs):
         """The SegmentedGraph that runs `executor`'s graph on `inputs`, or None for MXNet."""
         if autograd.is_recording():
             return None
-        return executor.tvm_plans.get(_shapes_key(executor, inputs))
+        plans = executor.tvm_plans
+        return plans.get(EVERY_SIZE) or plans.get(_shapes_key(executor, inputs))
 
     def after_mxnet_run(self, executor, inputs):
         """`executor`'s graph ran in MXNet on `inputs` and its guards held: build the
-        plan for these input shapes, if none was tried yet."""
+        plan for these inputs (for every size of its open dims), if none was tried yet."""
         if autograd.is_recording():
             return
+        capture, plans = executor.capture, executor.tvm_plans
+        parameters = [name for name, source in zip(capture.symbol.list_inputs(), capture.inputs)
+                      if isinstance(source, ParameterInput)]
+        if executor.symbolic_dims and EVERY_SIZE not in plans:
+            plans[EVERY_SIZE] = self._build(capture.symbol, inputs, parameters,
+                                            executor.symbolic_dims, "a plan per input shapes")
+            if plans[EVERY_SIZE] is not None:
+                return
         key = _shapes_key(executor, inputs)
-        if key not in executor.tvm_plans and len(executor.tvm_plans) < MAX_PLANS:
-            capture = executor.capture
-            parameters = [name for name, source in zip(capture.symbol.list_inputs(),
-                                                       capture.inputs)
-                          if isinstance(source, ParameterInput)]
-            executor.tvm_plans[key] = self._build(capture.symbol, inputs, parameters)
+        if key not in plans and len(plans) < MAX_PLANS:
+            plans[key] = self._build(capture.symbol, inputs, parameters)
 
     def symbolic_plan(self, symbol, inputs, symbolic_dims):
         """A plan for `symbol` on inputs shaped like `inputs` except in the
         `symbolic_dims` ({input name: {axis: dim name}}), or None (MXNet runs it)."""
         return self._build(symbol, inputs, symbolic_dims=symbolic_dims)
 
-    def _build(self, symbol, inputs, parameters=(), symbolic_dims=None):
+    def _build(self, symbol, inputs, parameters=(), symbolic_dims=None, instead="MXNet"):
+        """The plan, or None: then `instead` runs the graph (said once, with why)."""
         try:
             # `parameters` change only when trained or set: their preparation
             # (transposes, packing) runs then, not on every call.
@@ -61,18 +74,23 @@ class TvmBackend:
             # The graph cache (or the recursion engine) guarantees the input shapes and
             # dtypes the plan was built for.
             plan.check_inputs = False
+            self.plans_built += 1
+            self.functions_built += sum(step.function is not None for step in plan.steps)
             return plan
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot
             reason = "%s: %s" % (type(error).__name__, error)
-            self.failures.append(reason)
-            warnings.warn("gluon_dyn: a graph runs in MXNet, not TVM: " + reason,
-                          stacklevel=user_stacklevel())
+            what = ("a graph runs in MXNet, not TVM" if instead == "MXNet" else
+                    "no plan with symbolic dims %s, so %s" % (symbolic_dims, instead))
+            self.failures.append("%s: %s" % (what, reason))
+            warnings.warn("gluon_dyn: %s: %s" % (what, reason), stacklevel=user_stacklevel())
             return None
 
     def report(self, executors):
-        """Per cached graph, per input shapes: where each segment ran and its times."""
+        """Per cached graph, per input shapes: where each segment ran and its times;
+        the plans and compiled TVM functions built so far (for every graph)."""
         return {"plans": [plan.report() for executor in executors
                           for plan in executor.tvm_plans.values() if plan],
+                "plans_built": self.plans_built, "functions_built": self.functions_built,
                 "failures": list(self.failures)}
 
 

@@ -30,7 +30,7 @@ ZERO_GRADIENT_OPS = frozenset([
 NON_DIFFERENTIABLE_INPUTS = {
     "where": {0}, "broadcast_like": {1}, "reshape_like": {1}, "slice_like": {1},
     "take": {1}, "pick": {1}, "batch_take": {1}, "gather_nd": {1}, "Embedding": {0},
-    "_contrib_boolean_mask": {1},
+    "_contrib_boolean_mask": {1}, "_npi_boolean_mask": {1},
 }
 
 
