@@ -3,8 +3,10 @@ compiled bodies, batched across the nodes of a call.
 
 Per call: the nodes are discovered and matched to bodies by signature
 (discovery.py), a node whose signature is new is traced once (body.py), the
-nodes are grouped by height and body (schedule.py) and each group runs as one
-call of its body's graph (execution.py). What the engine cannot run (a recursive
+nodes are grouped by height and body (schedule.py), and the groups run as one
+whole-call program, the groups' graphs composed into one graph kept per
+sequence of bodies (call_program.py), or group by group, each group one call
+of its body's graph (execution.py). What the engine cannot run (a recursive
 call receiving an array its caller computed, Python state changed by the
 recursion, ...) makes it give up with one warning naming file:line and the
 reason; the block's calls then take the runner's usual path.
@@ -22,7 +24,8 @@ from .batched_graph import Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
-from .execution import GraphRunner, run_groups
+from .call_program import CallProgram
+from .execution import GraphRunner, run_groups, run_program
 from .functions import Function
 from .schedule import schedule
 from .signatures import Inconsistent, Signatures
@@ -31,6 +34,8 @@ from .structure import step_text
 NOT_SERVED = object()
 MAX_BODIES = 64      # per key: more means the signatures hold per-node values
 MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
+MAX_PROGRAMS = 32    # whole-call programs kept (per schedule key), most recently used
+RECENT_CALLS = 16    # calls over which the share of calls that found no program is counted
 
 
 class RecursionEngine:
@@ -42,10 +47,14 @@ class RecursionEngine:
         self.signatures = collections.OrderedDict()   # key -> Signatures
         self.arenas = {}          # (function, output type) -> Arena
         self.runners = {}         # Body -> GraphRunner
+        self.programs = collections.OrderedDict()   # schedule key -> GraphRunner
+        self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program yet
+        self._unbuilt = collections.OrderedDict()   # keys run group by group once
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
         self.statements = {}      # "file:line" -> fates.Fate, from the traces
         self.served = self.nodes = self.groups = self.traces = 0
+        self.program_calls = self.programs_built = 0
 
     @classmethod
     def for_block(cls, block, forward, tvm):
@@ -68,12 +77,52 @@ class RecursionEngine:
         except Unsupported as error:
             self._give_up(error.reason, error.location)
             return NOT_SERVED
-        groups = schedule(completed[:-1], completed[-1])
-        outputs = run_groups(groups, self._zeros_of, self.runners.__getitem__)
+        plan = schedule(completed[:-1], completed[-1])
+        program = None if self._on_tvm(plan.key) else self._program_for(plan.key)
+        if program is None:
+            outputs = run_groups(plan, self._zeros_of, self.runners.__getitem__)
+        else:
+            outputs = run_program(program, plan, self._zeros_of)
+            self.program_calls += 1
         self.served += 1
         self.nodes += len(completed) - 1
-        self.groups += len(groups)
+        self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
+
+    def _on_tvm(self, key):
+        """Whether an inference call under backend="tvm" runs group by group, on the
+        bodies' TVM plans: until each body has its plan (built on its first
+        inference group), and then when one of them runs on TVM. A whole-call
+        program is an MXNet graph: TVM compiles bodies once, never per key (a
+        program of many groups takes minutes to compile)."""
+        if self.tvm is None or autograd.is_recording():
+            return False
+        runners = [self.runners[body] for body in key]
+        return any(runner.on_tvm or (runner.plan is None and not runner.plan_failed)
+                   for runner in runners)
+
+    def _program_for(self, key):
+        """The whole-call program of `key`, or None: a new key runs group by group
+        when most recent calls found no program (building one costs about a call
+        run group by group, so keys that hardly repeat would pay twice) and gets
+        its program when it comes again."""
+        program = self.programs.get(key)
+        self._missed.append(program is None)
+        if program is None:
+            if len(self._missed) == RECENT_CALLS and 2 * sum(self._missed) > RECENT_CALLS \
+                    and key not in self._unbuilt:
+                self._unbuilt[key] = None
+                while len(self._unbuilt) > 8 * MAX_PROGRAMS:
+                    self._unbuilt.popitem(last=False)
+                return None
+            self._unbuilt.pop(key, None)
+            built = CallProgram(key)
+            program = self.programs[key] = GraphRunner(built.symbol, built.inputs, None)
+            self.programs_built += 1
+            while len(self.programs) > MAX_PROGRAMS:
+                self.programs.popitem(last=False)
+        self.programs.move_to_end(key)
+        return program
 
     def _signatures(self):
         key = (autograd.is_training(), python_state(self.block))
@@ -135,7 +184,7 @@ class RecursionEngine:
             signatures.add(function, body.signature, body)
         except Inconsistent as error:
             raise Unsupported(str(error), function.location)
-        self.runners[body] = GraphRunner(body.graph, self.tvm)
+        self.runners[body] = GraphRunner(body.graph.symbol, body.graph.inputs, self.tvm)
         if len(signatures.bodies) > MAX_BODIES:
             varied, step, count = signatures.most_varied_step()
             raise Unsupported(
@@ -172,6 +221,8 @@ class RecursionEngine:
                           for m in self.methods],
             "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
             "traces": self.traces,
+            "programs": {"calls": self.program_calls, "built": self.programs_built,
+                         "kept": len(self.programs)},
             "bodies": [{"function": str(body.function), "signature": body.describe(),
                         "returns": str(body.output_type),
                         "batched": True if body.graph.batched else body.graph.not_batched,

@@ -1,23 +1,33 @@
-"""Running the groups of a call: each group's graph called once, arenas passed on.
+"""Running a call's schedule: as one whole-call program (call_program.py), or
+group by group, each group's graph called once with the arenas passed on.
 
 A graph runs as an MXNet CachedOp (recorded under autograd.record(), whose
 backward then flows through every group's gather and append), or for inference
-under backend="tvm" as a tvm_bridge plan compiled with the number of nodes and
+under backend="tvm" as a tvm_bridge plan compiled with the numbers of nodes and
 of arena rows left symbolic, so one plan serves every group and tree.
 """
+import ctypes
+
 import mxnet as mx
 import numpy as np
 from mxnet import autograd
+from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from .batched_graph import ArenaInput, OwnInput, RowsInput
+from .call_program import ArenaStart, GroupOwn, GroupRows
+
+_INT32 = mx.ndarray.ndarray._DTYPE_NP_TO_MX[np.int32]
 
 
 class GraphRunner:
-    """Calls one body's BatchedGraph; counts its calls and where they ran."""
+    """Calls one graph (`symbol` with its `inputs`, as BatchedGraph and
+    CallProgram give them); counts its calls and where they ran."""
 
-    def __init__(self, graph, tvm):
-        self.graph, self.tvm = graph, tvm
-        self._inference = mx.nd.CachedOp(graph.symbol, flags=[("static_alloc", True)])
+    def __init__(self, symbol, inputs, tvm):
+        self.symbol, self.inputs, self.tvm = symbol, inputs, tvm
+        # static_alloc in training too: a state whose recorded forward still awaits
+        # its backward is never reused (MXNet takes a free one).
+        self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
         self._recording = None
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
         self.plan_failed = False
@@ -27,10 +37,10 @@ class GraphRunner:
     def __call__(self, values):
         if autograd.is_recording():
             if self._recording is None:
-                self._recording = mx.nd.CachedOp(self.graph.symbol)
+                self._recording = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
             return self._mxnet(self._recording, values)
         if self.tvm is not None and self.plan is None and not self.plan_failed:
-            self.plan = self.tvm.symbolic_plan(self.graph.symbol, values, self._symbolic_dims())
+            self.plan = self.tvm.symbolic_plan(self.symbol, values, self._symbolic_dims())
             self.plan_failed = self.plan is None
             self.on_tvm = self.plan is not None and not self.plan.uses_whole_graph and any(
                 step.backend == "tvm" for step in self.plan.steps)
@@ -45,15 +55,52 @@ class GraphRunner:
         return list(results) if isinstance(results, (list, tuple)) else [results]
 
     def _symbolic_dims(self):
+        """The input dims that differ between calls: numbers of nodes and of rows."""
         dims = {}
-        for name, source in zip(self.graph.symbol.list_inputs(), self.graph.inputs):
-            if isinstance(source, ArenaInput):
+        for name, source in zip(self.symbol.list_inputs(), self.inputs):
+            kind = type(source)
+            if kind is ArenaInput:
                 dims[name] = {0: "arena%d_rows" % source.arena.number}
-            elif self.graph.batched and isinstance(source, RowsInput):
+            elif kind is RowsInput:
                 dims[name] = {1: "nodes"}
-            elif self.graph.batched and isinstance(source, OwnInput):
+            elif kind is OwnInput:
                 dims[name] = {0: "nodes"}
+            elif kind is GroupRows:
+                dims[name] = {1: "group%d_nodes" % source.group}
+            elif kind is GroupOwn:
+                dims[name] = {0: "group%d_nodes" % source.group}
         return dims
+
+
+def index_array(indices):
+    """The call's row indices (np.int32) as an NDArray, made through the C API
+    (mx.nd.array costs five times more: it is called on every call)."""
+    if not indices.size:
+        return None
+    context = mx.context.current_context()
+    handle = NDArrayHandle()
+    check_call(_LIB.MXNDArrayCreateEx((ctypes.c_uint * 1)(indices.size), 1,
+                                      context.device_typeid, context.device_id, 0,
+                                      _INT32, ctypes.byref(handle)))
+    array = mx.nd.NDArray(handle)
+    check_call(_LIB.MXNDArraySyncCopyFromCPU(handle, indices.ctypes.data_as(ctypes.c_void_p),
+                                             ctypes.c_size_t(indices.size)))
+    return array
+
+
+def _rows(index, group):
+    """The (calls, nodes) matrix of a group's callee rows: a view into the call's
+    index array (made through the C API: the Python slicing and reshaping cost
+    ten times more, per group of every call)."""
+    part, view = NDArrayHandle(), NDArrayHandle()
+    check_call(_LIB.MXNDArraySlice(index.handle, group.start, group.start + group.size,
+                                   ctypes.byref(part)))
+    try:
+        check_call(_LIB.MXNDArrayReshape64(part, 2, (ctypes.c_int64 * 2)(
+            group.calls, len(group.invocations)), False, ctypes.byref(view)))
+    finally:
+        check_call(_LIB.MXNDArrayFree(part))
+    return mx.nd.NDArray(view)
 
 
 def _stacked(arrays):
@@ -63,24 +110,45 @@ def _stacked(arrays):
     return arrays[0] if len(arrays) == 1 else mx.nd.concat(*arrays, dim=0)
 
 
-def run_groups(groups, zeros_of, runner_of):
-    """Runs `groups` in order; returns the last one's (the entry's) outputs.
-    `zeros_of(arena)` gives an arena's first arrays (a row of zeros each),
-    `runner_of(body)` the GraphRunner of a body."""
-    arenas = {}
-    for group in groups:
+def _own(group, index):
+    return _stacked([invocation.arrays[index] for invocation in group.invocations])
+
+
+def run_program(runner, schedule, zeros_of):
+    """Runs the whole call as one program (`runner` calls its CallProgram);
+    returns the entry's outputs. `zeros_of(arena)` gives an arena's first arrays."""
+    groups, index = schedule.groups, index_array(schedule.indices)
+    values = []
+    for source in runner.inputs:
+        kind = type(source)
+        if kind is GroupRows:
+            values.append(_rows(index, groups[source.group]))
+        elif kind is GroupOwn:
+            values.append(_own(groups[source.group], source.index))
+        elif kind is ArenaStart:
+            values.append(zeros_of(source.arena)[source.index])
+        else:
+            values.append(source.value(None, None))
+    return runner(values)
+
+
+def run_groups(schedule, zeros_of, runner_of):
+    """Runs the schedule group by group; returns the entry's outputs.
+    `runner_of(body)` gives the GraphRunner of a body's BatchedGraph."""
+    arenas, index = {}, index_array(schedule.indices)
+    for group in schedule.groups:
         graph = group.body.graph
         values = []
         for source in graph.inputs:
-            if isinstance(source, ArenaInput):
+            kind = type(source)
+            if kind is ArenaInput:
                 if source.arena not in arenas:
                     arenas[source.arena] = zeros_of(source.arena)
                 values.append(arenas[source.arena][source.index])
-            elif isinstance(source, RowsInput):
-                values.append(group.rows)
-            elif isinstance(source, OwnInput):
-                values.append(_stacked([invocation.arrays[source.index]
-                                        for invocation in group.invocations]))
+            elif kind is RowsInput:
+                values.append(_rows(index, group))
+            elif kind is OwnInput:
+                values.append(_own(group, source.index))
             else:
                 values.append(source.value(None, None))
         results = runner_of(group.body)(values)

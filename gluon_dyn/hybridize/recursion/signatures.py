@@ -15,12 +15,13 @@ class Inconsistent(Exception):
 
 
 class Node:
-    __slots__ = ("step", "branches", "body")
+    __slots__ = ("step", "branches", "body", "compiled")
 
     def __init__(self):
         self.step = None       # the step taken here; None at a leaf
         self.branches = {}     # what the step found -> Node
         self.body = None       # at a leaf: the compiled body
+        self.compiled = None   # the step as discovery.Step, once walked
 
 
 class Signatures:
@@ -30,6 +31,7 @@ class Signatures:
     def __init__(self):
         self.roots = collections.defaultdict(Node)   # function -> Node
         self.bodies = []
+        self.paths = {}        # path -> discovery.PathRef, interned
 
     def add(self, function, steps, body):
         node = self.roots[function]
