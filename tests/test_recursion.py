@@ -245,6 +245,8 @@ def test_depth_100_in_every_mode(train):
         kinds = calls_by_kind(dynamic)
         if cls is programs.MinibatchTreeLSTM:
             assert kinds["recursion"] == len(deep) - PROFILED
+            # A program of over 100 groups: no Python recursion while building it.
+            assert program_report(dynamic)["calls"] == len(deep) - PROFILED
         elif cls is programs.TopDownRNN:
             assert kinds["graph"] >= 1
         else:
@@ -267,3 +269,65 @@ def test_tvm_backend_runs_bodies_through_tvm(tmp_path):
     nodes = [body for body in inference if body["function"].endswith("node")]
     assert len(nodes) == 2 and all(body["calls"]["tvm"] >= 3 for body in nodes), inference
     assert sum(body["calls"]["tvm"] for body in inference if body not in nodes) == 3
+
+
+def program_report(block):
+    return gluon_dyn.hybridize.report(block)["recursion"]["programs"]
+
+
+def height(tree):
+    return 1 + max(height(child) for child in tree.children) if tree.children else 0
+
+
+def test_each_call_runs_as_one_program_per_tree_height():
+    imperative, dynamic = pair(programs.TreeRNN)
+    keys = set()
+    for call in range(16):
+        batch = trees(200 + call, 2, leaves=(2, 9), vectors=True)
+        train = call % 2 == 1
+        assert_same(imperative, dynamic, (batch,), train=train)
+        if call >= PROFILED:
+            keys.add((train, max(height(tree) for tree in batch)))
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 16 - PROFILED
+    # Every call one program, none group by group; a program per training mode
+    # and height of the minibatch, never per tree.
+    assert program_report(dynamic)["calls"] == 16 - PROFILED
+    assert all(sum(body["calls"].values()) == 0 for body in recursion["bodies"])
+    assert program_report(dynamic)["built"] == len(keys) < 16 - PROFILED
+
+
+def test_programs_stay_bounded_over_many_distinct_trees(monkeypatch):
+    from gluon_dyn.hybridize.recursion import engine
+    monkeypatch.setattr(engine, "MAX_PROGRAMS", 3)
+    imperative, dynamic = pair(programs.TreeRNN)
+    calls = 40
+    for call in range(calls):
+        batch = trees(300 + call, 2, leaves=(2, 24), vectors=True)
+        assert_same(imperative, dynamic, (batch,), train=call % 3 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == calls - PROFILED
+    made = program_report(dynamic)
+    assert made["kept"] <= 3
+    # Most calls find no program among the 3 kept: new keys then run group by
+    # group until they come again, rather than building a program per call.
+    group_by_group = recursion["calls"] - made["calls"]
+    assert group_by_group > 0 and made["built"] < recursion["calls"]
+
+
+def test_two_recorded_calls_then_one_backward():
+    imperative, dynamic = pair(programs.TreeRNN)
+    for call in range(PROFILED):
+        assert_same(imperative, dynamic, (trees(400 + call, 2, vectors=True),), train=False)
+    first, second = trees(410, 2, vectors=True), trees(411, 2, vectors=True)
+    grads = []
+    for block in (imperative, dynamic):
+        with autograd.record():
+            loss = mx.nd.sum(block(first)) + mx.nd.sum(block(second) ** 2)
+        loss.backward()
+        grads.append({name[len(block.prefix):]: p.grad().asnumpy().copy()
+                      for name, p in block.collect_params().items()})
+    assert program_report(dynamic)["calls"] == 2
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)

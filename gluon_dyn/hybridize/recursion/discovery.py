@@ -13,7 +13,7 @@ identity) rather than interpreted from its description.
 """
 import numpy as np
 
-from .structure import Raised, data_finding, observe, reader
+from .structure import _FINDERS, Raised, data_finding, observe, reader
 
 READ, DATA, CALL = range(3)
 
@@ -45,12 +45,13 @@ class Invocation:
 
 class PathRef:
     """A path from the arguments (structure.py), interned: its value is memoised
-    per node under the PathRef itself. `read` takes its last step (None for an
-    argument itself)."""
-    __slots__ = ("parent", "read", "argument")
+    per node under the PathRef itself. `step` is its last step and `read` takes
+    it (both None for an argument itself)."""
+    __slots__ = ("parent", "step", "read", "argument")
 
-    def __init__(self, parent, read, argument):
-        self.parent, self.read, self.argument = parent, read, argument
+    def __init__(self, parent, step, argument):
+        self.parent, self.step, self.argument = parent, step, argument
+        self.read = None if parent is None else reader(step)
 
 
 class Step:
@@ -75,7 +76,7 @@ def _ref(paths, path):
     ref = paths.get(path)
     if ref is None:
         parent = _ref(paths, path[:-1]) if len(path) > 1 else None
-        ref = paths[path] = PathRef(parent, parent and reader(path[-1]), path[0][1])
+        ref = paths[path] = PathRef(parent, None if parent is None else path[-1], path[0][1])
     return ref
 
 
@@ -91,7 +92,7 @@ def _compiled(paths, spec):
 def walk_subtree(signatures, function, args, completed):
     """The Invocation of `function(*args)`; every node under it is appended to
     `completed` callees first (the node itself last). Raises Miss."""
-    roots, stack = signatures.roots, []
+    roots, stack, finders = signatures.roots, [], _FINDERS
     node, memo, arrays, children = roots[function], {}, [], []
     while True:
         while node.body is None:
@@ -102,8 +103,12 @@ def walk_subtree(signatures, function, args, completed):
                 step = node.compiled = Step(signatures, node.step)
             kind = step.kind
             if kind == READ:
-                value = _value(step.path, args, memo)
-                found = observe(value)
+                ref = step.path
+                value = memo.get(ref, _UNSET)
+                if value is _UNSET:
+                    value = _value(ref, args, memo)
+                finder = finders.get(type(value))
+                found = finder(value) if finder is not None else observe(value)
                 if found[0] == "array":
                     arrays.append(value)
             elif kind == DATA:
@@ -113,7 +118,7 @@ def walk_subtree(signatures, function, args, completed):
             else:
                 # Walk the callee first; this node resumes at `node` afterwards.
                 stack.append((node, memo, arrays, children, function, args))
-                args = tuple(_argument(spec, args, memo, arrays) for spec in step.specs)
+                args = tuple([_argument(spec, args, memo, arrays) for spec in step.specs])
                 function = step.callee
                 node, memo, arrays, children = roots[function], {}, [], []
                 continue

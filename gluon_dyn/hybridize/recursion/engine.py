@@ -20,11 +20,13 @@ from mxnet import autograd
 from ...origin import user_stacklevel
 from .unsupported import Unsupported
 from ..python_state import python_state
+from ..speed_check import SpeedCheck
 from .batched_graph import Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
 from .call_program import CallProgram
+from .compiled_walk import walker
 from .execution import GraphRunner, run_groups, run_program
 from .functions import Function
 from .schedule import schedule
@@ -32,6 +34,7 @@ from .signatures import Inconsistent, Signatures
 from .structure import step_text
 
 NOT_SERVED = object()
+GROUPS, PROGRAM = "groups", "program"   # how an inference call under backend="tvm" runs
 MAX_BODIES = 64      # per key: more means the signatures hold per-node values
 MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
 MAX_PROGRAMS = 32    # whole-call programs kept (per schedule key), most recently used
@@ -52,6 +55,12 @@ class RecursionEngine:
         self._unbuilt = collections.OrderedDict()   # keys run group by group once
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
+        # Under backend="tvm", inference calls whose bodies run on TVM: group by
+        # group on the bodies' plans, or the whole-call program (MXNet), measured.
+        self.tvm_check = SpeedCheck(
+            tvm.options.get("choose_by_measurement", True), challenger=GROUPS,
+            incumbent=PROGRAM, labels=("group by group on the bodies' TVM plans",
+                                       "whole-call program in MXNet")) if tvm else None
         self.statements = {}      # "file:line" -> fates.Fate, from the traces
         self.served = self.nodes = self.groups = self.traces = 0
         self.program_calls = self.programs_built = 0
@@ -78,28 +87,41 @@ class RecursionEngine:
             self._give_up(error.reason, error.location)
             return NOT_SERVED
         plan = schedule(completed[:-1], completed[-1])
-        program = None if self._on_tvm(plan.key) else self._program_for(plan.key)
-        if program is None:
-            outputs = run_groups(plan, self._zeros_of, self.runners.__getitem__)
+        variant, timed = self._variant(plan.key)
+        if timed:
+            outputs = self.tvm_check.timed(variant, lambda: self._run(variant, plan))
         else:
-            outputs = run_program(program, plan, self._zeros_of)
-            self.program_calls += 1
+            outputs = self._run(variant, plan)
+            if timed is False:
+                self.tvm_check.record(variant, None)
         self.served += 1
         self.nodes += len(completed) - 1
         self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
 
-    def _on_tvm(self, key):
-        """Whether an inference call under backend="tvm" runs group by group, on the
-        bodies' TVM plans: until each body has its plan (built on its first
-        inference group), and then when one of them runs on TVM. A whole-call
-        program is an MXNet graph: TVM compiles bodies once, never per key (a
-        program of many groups takes minutes to compile)."""
+    def _variant(self, key):
+        """(GROUPS or PROGRAM, whether to time the call for the TVM speed check,
+        None when the check did not choose). Inference under
+        backend="tvm" runs group by group until each body has its TVM plan (built
+        on its first inference group); when one of them runs on TVM, calls run
+        group by group or as the whole-call program, as measured (a program is an
+        MXNet graph: TVM compiles each body once, never a program per key, which
+        takes minutes for a deep tree)."""
         if self.tvm is None or autograd.is_recording():
-            return False
+            return PROGRAM, None
         runners = [self.runners[body] for body in key]
-        return any(runner.on_tvm or (runner.plan is None and not runner.plan_failed)
-                   for runner in runners)
+        if any(runner.plan is None and not runner.plan_failed for runner in runners):
+            return GROUPS, None
+        if not any(runner.on_tvm for runner in runners):
+            return PROGRAM, None
+        return self.tvm_check.next_variant() or (GROUPS, None)
+
+    def _run(self, variant, plan):
+        program = self._program_for(plan.key) if variant == PROGRAM else None
+        if program is None:
+            return run_groups(plan, self._zeros_of, self.runners.__getitem__)
+        self.program_calls += 1
+        return run_program(program, plan, self._zeros_of)
 
     def _program_for(self, key):
         """The whole-call program of `key`, or None: a new key runs group by group
@@ -139,7 +161,7 @@ class RecursionEngine:
         while True:
             completed = []
             try:
-                walk_subtree(signatures, self.entry, self.entry.bind(args, None), completed)
+                walker(signatures, self.entry)(self.entry.bind(args, None), completed, 0)
                 return completed
             except Miss as miss:
                 self._trace(signatures, miss)
@@ -221,6 +243,7 @@ class RecursionEngine:
                           for m in self.methods],
             "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
             "traces": self.traces,
+            "tvm_check": self.tvm_check.report() if self.tvm_check else None,
             "programs": {"calls": self.program_calls, "built": self.programs_built,
                          "kept": len(self.programs)},
             "bodies": [{"function": str(body.function), "signature": body.describe(),

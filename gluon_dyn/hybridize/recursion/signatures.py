@@ -32,6 +32,7 @@ class Signatures:
         self.roots = collections.defaultdict(Node)   # function -> Node
         self.bodies = []
         self.paths = {}        # path -> discovery.PathRef, interned
+        self.walkers = None    # function -> its compiled walk (compiled_walk.py)
 
     def add(self, function, steps, body):
         node = self.roots[function]
@@ -46,6 +47,8 @@ class Signatures:
                                % function.name)
         node.body = body
         self.bodies.append(body)
+        if self.walkers:
+            self.walkers.clear()   # compiled from the signatures before this body
 
     def most_varied_step(self):
         """(function, step, number of distinct findings) of the step whose findings
