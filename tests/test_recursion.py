@@ -331,3 +331,54 @@ def test_two_recorded_calls_then_one_backward():
     for name in grads[0]:
         np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-5,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("faster", ["program", "groups"])
+def test_tvm_inference_runs_as_program_or_group_by_group_as_measured(tmp_path, monkeypatch,
+                                                                      faster):
+    from gluon_dyn.hybridize import speed_check
+    from gluon_dyn.hybridize.dynamic import runner_of
+    imperative, dynamic = pair(programs.MinibatchTreeLSTM, backend="tvm", backend_options={
+        "cache_dir": str(tmp_path), "choose_by_measurement": False})
+    batches = [trees(500 + call, 3, leaves=(2, 6)) for call in range(60)]
+    for batch in batches[:PROFILED + 1]:       # the bodies' plans built, forced on TVM
+        assert_same(imperative, dynamic, (batch,), train=False)
+    engine = runner_of(dynamic).recursion
+    assert all(runner.on_tvm for runner in engine.runners.values() if runner.plan)
+    # The speed check as choose_by_measurement=True makes it, fed injected times.
+    engine.tvm_check = speed_check.SpeedCheck(True, challenger="groups", incumbent="program")
+    times = {"program": 0.002, "groups": 0.004}
+    if faster == "groups":
+        times = {"program": 0.004, "groups": 0.002}
+
+    def timed(check, variant, run):
+        result = run()
+        check.record(variant, times[variant])
+        return result
+    monkeypatch.setattr(speed_check.SpeedCheck, "timed", timed)
+    for batch in batches[PROFILED + 1:]:
+        assert_same(imperative, dynamic, (batch,), train=False)
+    assert engine.tvm_check.choice.chosen == faster
+    before = program_report(dynamic)["calls"]
+    groups_before = sum(body["calls"]["tvm"] for body in
+                        gluon_dyn.hybridize.report(dynamic)["recursion"]["bodies"])
+    for batch in batches[:8]:
+        assert_same(imperative, dynamic, (batch,), train=False)
+    programs_run = program_report(dynamic)["calls"] - before
+    groups_run = sum(body["calls"]["tvm"] for body in
+                     gluon_dyn.hybridize.report(dynamic)["recursion"]["bodies"]) - groups_before
+    if faster == "program":
+        assert programs_run == 8 and groups_run == 0
+    else:
+        assert programs_run == 0 and groups_run >= 8
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_trees_deeper_than_the_compiled_walk_recurses(train):
+    from gluon_dyn.hybridize.recursion.compiled_walk import MAX_DEPTH
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(11)
+    for call in range(PROFILED + 2):
+        assert_same(imperative, dynamic, ([programs.chain(3 * MAX_DEPTH, rng, vectors=True)],),
+                    train)
+    assert program_report(dynamic)["calls"] == 2
