@@ -25,8 +25,6 @@ class GraphRunner:
 
     def __init__(self, symbol, inputs, tvm):
         self.symbol, self.inputs, self.tvm = symbol, inputs, tvm
-        # static_alloc in training too: a state whose recorded forward still awaits
-        # its backward is never reused (MXNet takes a free one).
         self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
         self._recording = None
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
@@ -37,7 +35,7 @@ class GraphRunner:
     def __call__(self, values):
         if autograd.is_recording():
             if self._recording is None:
-                self._recording = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)])
+                self._recording = mx.nd.CachedOp(self.symbol)
             return self._mxnet(self._recording, values)
         if self.tvm is not None and self.plan is None and not self.plan_failed:
             self.plan = self.tvm.symbolic_plan(self.symbol, values, self._symbolic_dims())
