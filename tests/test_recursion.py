@@ -298,8 +298,8 @@ def test_each_call_runs_as_one_program_per_tree_height():
 
 
 def test_programs_stay_bounded_over_many_distinct_trees(monkeypatch):
-    from gluon_dyn.hybridize.recursion import engine
-    monkeypatch.setattr(engine, "MAX_PROGRAMS", 3)
+    from gluon_dyn.hybridize.recursion import program_cache
+    monkeypatch.setattr(program_cache, "MAX_PROGRAMS", 3)
     imperative, dynamic = pair(programs.TreeRNN)
     calls = 40
     for call in range(calls):

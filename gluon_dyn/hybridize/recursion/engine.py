@@ -25,10 +25,10 @@ from .batched_graph import Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
-from .call_program import CallProgram
 from .compiled_walk import walker
 from .execution import GraphRunner, run_groups, run_program
 from .functions import Function
+from .program_cache import ProgramCache
 from .schedule import schedule
 from .signatures import Inconsistent, Signatures
 from .structure import step_text
@@ -37,8 +37,6 @@ NOT_SERVED = object()
 GROUPS, PROGRAM = "groups", "program"   # how an inference call under backend="tvm" runs
 MAX_BODIES = 64      # per key: more means the signatures hold per-node values
 MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
-MAX_PROGRAMS = 32    # whole-call programs kept (per schedule key), most recently used
-RECENT_CALLS = 16    # calls over which the share of calls that found no program is counted
 
 
 class RecursionEngine:
@@ -50,9 +48,7 @@ class RecursionEngine:
         self.signatures = collections.OrderedDict()   # key -> Signatures
         self.arenas = {}          # (function, output type) -> Arena
         self.runners = {}         # Body -> GraphRunner
-        self.programs = collections.OrderedDict()   # schedule key -> GraphRunner
-        self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program yet
-        self._unbuilt = collections.OrderedDict()   # keys run group by group once
+        self.programs = ProgramCache()
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
         # Under backend="tvm", inference calls whose bodies run on TVM: group by
@@ -63,7 +59,6 @@ class RecursionEngine:
                                        "whole-call program in MXNet")) if tvm else None
         self.statements = {}      # "file:line" -> fates.Fate, from the traces
         self.served = self.nodes = self.groups = self.traces = 0
-        self.program_calls = self.programs_built = 0
 
     @classmethod
     def for_block(cls, block, forward, tvm):
@@ -117,34 +112,10 @@ class RecursionEngine:
         return self.tvm_check.next_variant() or (GROUPS, None)
 
     def _run(self, variant, plan):
-        program = self._program_for(plan.key) if variant == PROGRAM else None
+        program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
-        self.program_calls += 1
         return run_program(program, plan, self._zeros_of)
-
-    def _program_for(self, key):
-        """The whole-call program of `key`, or None: a new key runs group by group
-        when most recent calls found no program (building one costs about a call
-        run group by group, so keys that hardly repeat would pay twice) and gets
-        its program when it comes again."""
-        program = self.programs.get(key)
-        self._missed.append(program is None)
-        if program is None:
-            if len(self._missed) == RECENT_CALLS and 2 * sum(self._missed) > RECENT_CALLS \
-                    and key not in self._unbuilt:
-                self._unbuilt[key] = None
-                while len(self._unbuilt) > 8 * MAX_PROGRAMS:
-                    self._unbuilt.popitem(last=False)
-                return None
-            self._unbuilt.pop(key, None)
-            built = CallProgram(key)
-            program = self.programs[key] = GraphRunner(built.symbol, built.inputs, None)
-            self.programs_built += 1
-            while len(self.programs) > MAX_PROGRAMS:
-                self.programs.popitem(last=False)
-        self.programs.move_to_end(key)
-        return program
 
     def _signatures(self):
         key = (autograd.is_training(), python_state(self.block))
@@ -234,8 +205,11 @@ class RecursionEngine:
 
     def report(self):
         """What the engine did: its state, the recursive functions, the calls and
-        nodes it served and the groups (batched calls) it ran, and per compiled
-        body its signature, whether it batches, and its calls by backend."""
+        nodes it served and the groups (batched calls) it ran, its whole-call
+        programs (calls they ran, programs built and kept), under backend="tvm"
+        the measured choice between programs and group-by-group TVM plans, and
+        per compiled body its signature, whether it batches, and its calls by
+        backend when it ran group by group."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
         return {
             "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,
@@ -244,8 +218,7 @@ class RecursionEngine:
             "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
             "traces": self.traces,
             "tvm_check": self.tvm_check.report() if self.tvm_check else None,
-            "programs": {"calls": self.program_calls, "built": self.programs_built,
-                         "kept": len(self.programs)},
+            "programs": self.programs.report(),
             "bodies": [{"function": str(body.function), "signature": body.describe(),
                         "returns": str(body.output_type),
                         "batched": True if body.graph.batched else body.graph.not_batched,

@@ -1,0 +1,48 @@
+"""The whole-call programs kept (call_program.py), by schedule key, most
+recently used first, at most MAX_PROGRAMS: keys follow the trees' heights, so
+a stream of distinct trees needs a handful, and never one per tree.
+
+Building a program costs about one call run group by group. When most recent
+calls found no program (keys that hardly repeat: trees with many bodies per
+height), a new key runs group by group and gets its program when it comes
+again, so such streams do not pay twice per call.
+"""
+import collections
+
+from .call_program import CallProgram
+from .execution import GraphRunner
+
+MAX_PROGRAMS = 32    # programs kept
+RECENT_CALLS = 16    # calls over which the share of calls that found no program is counted
+
+
+class ProgramCache:
+    def __init__(self):
+        self._programs = collections.OrderedDict()   # schedule key -> GraphRunner
+        self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program
+        self._unbuilt = collections.OrderedDict()    # keys run group by group once
+        self.calls = self.built = 0
+
+    def get(self, key):
+        """The GraphRunner of `key`'s program, or None: run the call group by group."""
+        program = self._programs.get(key)
+        self._missed.append(program is None)
+        if program is None:
+            if len(self._missed) == RECENT_CALLS and 2 * sum(self._missed) > RECENT_CALLS \
+                    and key not in self._unbuilt:
+                self._unbuilt[key] = None
+                while len(self._unbuilt) > 8 * MAX_PROGRAMS:
+                    self._unbuilt.popitem(last=False)
+                return None
+            self._unbuilt.pop(key, None)
+            built = CallProgram(key)
+            program = self._programs[key] = GraphRunner(built.symbol, built.inputs, None)
+            self.built += 1
+            while len(self._programs) > MAX_PROGRAMS:
+                self._programs.popitem(last=False)
+        self._programs.move_to_end(key)
+        self.calls += 1
+        return program
+
+    def report(self):
+        return {"calls": self.calls, "built": self.built, "kept": len(self._programs)}
