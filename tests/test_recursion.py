@@ -382,3 +382,27 @@ def test_trees_deeper_than_the_compiled_walk_recurses(train):
         assert_same(imperative, dynamic, ([programs.chain(3 * MAX_DEPTH, rng, vectors=True)],),
                     train)
     assert program_report(dynamic)["calls"] == 2
+
+
+def leaves(tree):
+    return [tree] if not tree.children else [leaf for child in tree.children
+                                              for leaf in leaves(child)]
+
+
+@pytest.mark.parametrize("odd_word", [
+    lambda word: word.reshape((1, 1)),              # another shape: concat refuses it
+    lambda word: word.astype("float64"),            # another dtype
+])
+def test_a_word_unlike_the_others_is_walked_again_and_checked(odd_word):
+    imperative, dynamic = pair(programs.ChildSumTreeLSTM)
+    stream = trees(600, 10, leaves=(2, 9))
+    for call, tree in enumerate(stream):
+        if call in (5, 8):
+            leaf = leaves(tree)[call % 2]
+            leaf.word = odd_word(leaf.word)
+        assert_same(imperative, dynamic, (tree,), train=call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == len(stream) - PROFILED
+    # The compiled walk took the odd word for the others' kind; stacking caught
+    # it and the call was walked again, checking every read.
+    assert recursion["arrays_differed"] == 2

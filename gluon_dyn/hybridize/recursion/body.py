@@ -60,6 +60,7 @@ class Body:
     placeholders: dict       # variable name -> (slot index, output index)
     sources: dict            # variable name -> ParameterInput or CapturedInput
     output_type: OutputType
+    own_dtypes: list         # the dtype of each own input, in order
 
     def describe(self):
         """The signature as the user would read it."""
@@ -257,4 +258,5 @@ def _body(block, function, number, recorder, trace, slots, placeholders, out):
     output_type = _OUTPUT_TYPES.setdefault(output_type, output_type)
     shapes_by_name = {name: trace.shapes[name] for name in own + list(placeholders)}
     return Body(function, number, list(recorder.steps), symbol, own, set(recorder.data_inputs),
-                shapes_by_name, slots, placeholders, sources, output_type)
+                shapes_by_name, slots, placeholders, sources, output_type,
+                [dtypes[name] for name in own])

@@ -26,7 +26,7 @@ from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
 from .compiled_walk import walker
-from .execution import GraphRunner, run_groups, run_program
+from .execution import ArraysDiffer, GraphRunner, run_groups, run_program
 from .functions import Function
 from .program_cache import ProgramCache
 from .schedule import schedule
@@ -59,6 +59,7 @@ class RecursionEngine:
                                        "whole-call program in MXNet")) if tvm else None
         self.statements = {}      # "file:line" -> fates.Fate, from the traces
         self.served = self.nodes = self.groups = self.traces = 0
+        self.arrays_differed = 0  # calls walked again: an array unlike its body's
 
     @classmethod
     def for_block(cls, block, forward, tvm):
@@ -78,21 +79,32 @@ class RecursionEngine:
                 self.entry = Function(self.block, "forward", converted=self._forward)
             signatures = self._signatures()
             completed = self._discover(signatures, args)
+            try:
+                outputs, plan = self._run(completed)
+            except ArraysDiffer:
+                # An array the compiled walk took unchecked differs: walk the call
+                # again, checking every read (it may need a body of its own).
+                self.arrays_differed += 1
+                completed = self._discover(signatures, args, exact=True)
+                outputs, plan = self._run(completed)
         except Unsupported as error:
             self._give_up(error.reason, error.location)
             return NOT_SERVED
-        plan = schedule(completed[:-1], completed[-1])
-        variant, timed = self._variant(plan.key)
-        if timed:
-            outputs = self.tvm_check.timed(variant, lambda: self._run(variant, plan))
-        else:
-            outputs = self._run(variant, plan)
-            if timed is False:
-                self.tvm_check.record(variant, None)
         self.served += 1
         self.nodes += len(completed) - 1
         self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
+
+    def _run(self, completed):
+        """(The entry's outputs, the schedule) of the call's nodes."""
+        plan = schedule(completed[:-1], completed[-1])
+        variant, timed = self._variant(plan.key)
+        if timed:
+            return self.tvm_check.timed(variant, lambda: self._run_as(variant, plan)), plan
+        outputs = self._run_as(variant, plan)
+        if timed is False:
+            self.tvm_check.record(variant, None)
+        return outputs, plan
 
     def _variant(self, key):
         """(GROUPS or PROGRAM, whether to time the call for the TVM speed check,
@@ -111,7 +123,7 @@ class RecursionEngine:
             return PROGRAM, None
         return self.tvm_check.next_variant() or (GROUPS, None)
 
-    def _run(self, variant, plan):
+    def _run_as(self, variant, plan):
         program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
@@ -126,13 +138,17 @@ class RecursionEngine:
         self.signatures.move_to_end(key)
         return self.signatures[key]
 
-    def _discover(self, signatures, args):
+    def _discover(self, signatures, args, exact=False):
         """Every node of the call, callees first, the entry last; traces the bodies
-        of new signatures."""
+        of new signatures. The compiled walk, or with `exact` the generic one,
+        which checks every array it reads."""
         while True:
-            completed = []
+            completed, bound = [], self.entry.bind(args, None)
             try:
-                walker(signatures, self.entry)(self.entry.bind(args, None), completed, 0)
+                if exact:
+                    walk_subtree(signatures, self.entry, bound, completed)
+                else:
+                    walker(signatures, self.entry)(bound, completed, 0)
                 return completed
             except Miss as miss:
                 self._trace(signatures, miss)
@@ -216,7 +232,7 @@ class RecursionEngine:
             "functions": ["%s.%s (recurses at %s)" % (type(m.owner).__name__, m.name, m.location)
                           for m in self.methods],
             "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
-            "traces": self.traces,
+            "traces": self.traces, "arrays_differed": self.arrays_differed,
             "tvm_check": self.tvm_check.report() if self.tvm_check else None,
             "programs": self.programs.report(),
             "bodies": [{"function": str(body.function), "signature": body.describe(),

@@ -101,15 +101,30 @@ def _rows(index, group):
     return mx.nd.NDArray(view)
 
 
-def _stacked(arrays):
-    """A group's arrays (or numpy data, from numbers of the structure) along axis 0."""
+class ArraysDiffer(Exception):
+    """An array a node read is not of the shape or dtype of its body's input
+    (the compiled walk took it to be, unchecked): the call is walked again."""
+
+
+def stacked_own(group, index):
+    """The group's own arrays number `index` (or numpy data, from numbers of the
+    structure) along axis 0, checked against the body's input: each node's
+    array has the body's shape and dtype, whose leading axis is 1 when the group
+    has several nodes, exactly when the stacked array has the shape of that many
+    rows (concat refuses inputs whose other axes, rank or dtype differ)."""
+    arrays = [invocation.arrays[index] for invocation in group.invocations]
     if isinstance(arrays[0], np.ndarray):
         return mx.nd.array(np.concatenate(arrays), dtype=arrays[0].dtype)
-    return arrays[0] if len(arrays) == 1 else mx.nd.concat(*arrays, dim=0)
-
-
-def _own(group, index):
-    return _stacked([invocation.arrays[index] for invocation in group.invocations])
+    body = group.body
+    shape = body.shapes[body.own_inputs[index]]
+    try:
+        stacked = arrays[0] if len(arrays) == 1 else mx.nd.concat(*arrays, dim=0)
+    except mx.base.MXNetError as error:
+        raise ArraysDiffer(str(error)) from None
+    if stacked.shape != (len(arrays) * shape[0],) + shape[1:] or \
+            stacked.dtype != body.own_dtypes[index]:
+        raise ArraysDiffer("%s %s, not %s" % (stacked.shape, stacked.dtype, shape))
+    return stacked
 
 
 def run_program(runner, schedule, zeros_of):
@@ -122,7 +137,7 @@ def run_program(runner, schedule, zeros_of):
         if kind is GroupRows:
             values.append(_rows(index, groups[source.group]))
         elif kind is GroupOwn:
-            values.append(_own(groups[source.group], source.index))
+            values.append(stacked_own(groups[source.group], source.index))
         elif kind is ArenaStart:
             values.append(zeros_of(source.arena)[source.index])
         else:
@@ -146,7 +161,7 @@ def run_groups(schedule, zeros_of, runner_of):
             elif kind is RowsInput:
                 values.append(_rows(index, group))
             elif kind is OwnInput:
-                values.append(_own(group, source.index))
+                values.append(stacked_own(group, source.index))
             else:
                 values.append(source.value(None, None))
         results = runner_of(group.body)(values)
