@@ -126,8 +126,10 @@ class RecursionEngine:
     def _run_as(self, variant, plan):
         program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
+            plan.place()
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
-        return run_program(program, plan, self._zeros_of)
+        plan.place(None if autograd.is_recording() else program.capacities(plan))
+        return run_program(program.runner, plan, self._zeros_of)
 
     def _signatures(self):
         key = (autograd.is_training(), python_state(self.block))

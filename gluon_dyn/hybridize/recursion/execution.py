@@ -21,11 +21,14 @@ _INT32 = mx.ndarray.ndarray._DTYPE_NP_TO_MX[np.int32]
 
 class GraphRunner:
     """Calls one graph (`symbol` with its `inputs`, as BatchedGraph and
-    CallProgram give them); counts its calls and where they ran."""
+    CallProgram give them); counts its calls and where they ran. With
+    `static_shape` (inputs whose shapes mostly repeat) MXNet runs inference as
+    a few bulked engine operations instead of pushing each operator."""
 
-    def __init__(self, symbol, inputs, tvm):
+    def __init__(self, symbol, inputs, tvm, static_shape=False):
         self.symbol, self.inputs, self.tvm = symbol, inputs, tvm
-        self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])
+        self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True),
+                                                        ("static_shape", static_shape)])
         self._recording = None
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
         self.plan_failed = False
@@ -95,7 +98,7 @@ def _rows(index, group):
                                    ctypes.byref(part)))
     try:
         check_call(_LIB.MXNDArrayReshape64(part, 2, (ctypes.c_int64 * 2)(
-            group.calls, len(group.invocations)), False, ctypes.byref(view)))
+            group.calls, group.capacity), False, ctypes.byref(view)))
     finally:
         check_call(_LIB.MXNDArrayFree(part))
     return mx.nd.NDArray(view)
@@ -108,11 +111,13 @@ class ArraysDiffer(Exception):
 
 def stacked_own(group, index):
     """The group's own arrays number `index` (or numpy data, from numbers of the
-    structure) along axis 0, checked against the body's input: each node's
-    array has the body's shape and dtype, whose leading axis is 1 when the group
-    has several nodes, exactly when the stacked array has the shape of that many
-    rows (concat refuses inputs whose other axes, rank or dtype differ)."""
+    structure) along axis 0, the first node's again on the rows past its nodes
+    (its capacity), checked against the body's input: each node's array has the
+    body's shape and dtype, whose leading axis is 1 when the group has several
+    rows, exactly when the stacked array has the shape of that many rows (concat
+    refuses inputs whose other axes, rank or dtype differ)."""
     arrays = [invocation.arrays[index] for invocation in group.invocations]
+    arrays += arrays[:1] * (group.capacity - len(arrays))
     if isinstance(arrays[0], np.ndarray):
         return mx.nd.array(np.concatenate(arrays), dtype=arrays[0].dtype)
     body = group.body
