@@ -406,3 +406,23 @@ def test_a_word_unlike_the_others_is_walked_again_and_checked(odd_word):
     # The compiled walk took the odd word for the others' kind; stacking caught
     # it and the call was walked again, checking every read.
     assert recursion["arrays_differed"] == 2
+
+
+def test_inference_programs_run_narrower_trees_on_the_widest_rows():
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(700)
+    for call in range(PROFILED):
+        assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=False)
+    # Same height, fewer leaves each call: the rows of the first (widest) serve.
+    wide = programs.Tree(children=[programs.chain(3, rng, vectors=True),
+                                   programs.chain(3, rng, vectors=True)])
+    for tree in (wide, programs.chain(4, rng, vectors=True),
+                 programs.Tree(children=[programs.chain(3, rng, vectors=True),
+                                         programs.random_tree(rng, 1, vectors=True)])):
+        assert_same(imperative, dynamic, ([tree],), train=False)
+    made = program_report(dynamic)
+    assert made["calls"] == 3 and made["built"] == 1
+    assert made["padding_rows"] > 0
+    # Training runs the exact rows: no padding, gradients as imperative.
+    assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=True)
+    assert program_report(dynamic)["padding_rows"] == made["padding_rows"]

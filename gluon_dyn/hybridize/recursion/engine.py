@@ -128,7 +128,7 @@ class RecursionEngine:
         if program is None:
             plan.place()
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
-        plan.place(None if autograd.is_recording() else program.capacities(plan))
+        plan.place(None if autograd.is_recording() else self.programs.capacities(program, plan))
         return run_program(program.runner, plan, self._zeros_of)
 
     def _signatures(self):

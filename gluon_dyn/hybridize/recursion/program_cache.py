@@ -30,6 +30,7 @@ class ProgramCache:
         self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program
         self._unbuilt = collections.OrderedDict()    # keys run group by group once
         self.calls = self.built = 0
+        self.rows = self.padding = 0   # rows inference groups ran on, and those past their nodes
 
     def get(self, key):
         """The Program of `key`, or None: run the call group by group."""
@@ -51,8 +52,17 @@ class ProgramCache:
         self.calls += 1
         return program
 
+    def capacities(self, program, plan):
+        """The rows of each group of `plan`, an inference call of `program`."""
+        capacities = program.capacities(plan)
+        rows = sum(capacities)
+        self.rows += rows
+        self.padding += rows - sum(len(group.invocations) for group in plan.groups)
+        return capacities
+
     def report(self):
-        return {"calls": self.calls, "built": self.built, "kept": len(self._programs)}
+        return {"calls": self.calls, "built": self.built, "kept": len(self._programs),
+                "inference_rows": self.rows, "padding_rows": self.padding}
 
 
 class Program:
