@@ -423,6 +423,17 @@ def test_inference_programs_run_narrower_trees_on_the_widest_rows():
     made = program_report(dynamic)
     assert made["calls"] == 3 and made["built"] == 1
     assert made["padding_rows"] > 0
+    # A far wider tree, then a narrow one: never more padding than rows of its own.
+    assert_same(imperative, dynamic, ([programs.Tree(children=[
+        programs.chain(3, rng, vectors=True), trees(701, 1, leaves=(40, 41), vectors=True)[0]])],),
+        train=False)
+    before = program_report(dynamic)
+    narrow = programs.chain(height(trees(701, 1, leaves=(40, 41))[0]) + 1, rng, vectors=True)
+    assert_same(imperative, dynamic, ([narrow],), train=False)
+    made = program_report(dynamic)
+    rows = made["inference_rows"] - before["inference_rows"]
+    assert made["built"] == before["built"], "the narrow tree has the wide one's key"
+    assert made["padding_rows"] - before["padding_rows"] <= rows / 2
     # Training runs the exact rows: no padding, gradients as imperative.
     assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=True)
     assert program_report(dynamic)["padding_rows"] == made["padding_rows"]

@@ -6,7 +6,8 @@ MXNet plans a graph's memory and operators again whenever its input shapes
 change: for a program of a dozen groups that costs more than its kernels (0.2
 to 0.3 ms a call). For inference, a program's groups are therefore given the
 most rows any call gave them so far (their capacities, schedule.py): the shapes
-settle after a few calls, at the cost of the rows past the widest groups.
+settle after a few calls, at the cost of the rows past the widest groups (at
+most as many as the call's own).
 Training runs the exact rows (a padded row's gradient would be zero times
 whatever the body's derivative is at zeros, which need not be finite).
 
@@ -74,9 +75,10 @@ class Program:
         self._capacities = [0] * len(built.bodies)
 
     def capacities(self, plan):
-        """The rows of each group of `plan` (inference), grown to its widths."""
-        capacities = self._capacities
-        for number, group in enumerate(plan.groups):
-            if len(group.invocations) > capacities[number]:
-                capacities[number] = len(group.invocations)
-        return capacities
+        """The rows of each group of `plan` (inference), grown to its widths; or
+        its widths when that would more than double its rows (one outlier call
+        must not make every later call pay for its width)."""
+        widths = [len(group.invocations) for group in plan.groups]
+        grown = [max(capacity, width) for capacity, width in zip(self._capacities, widths)]
+        self._capacities = widths if sum(grown) > 2 * sum(widths) else grown
+        return self._capacities
