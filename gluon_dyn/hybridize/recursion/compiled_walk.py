@@ -22,8 +22,8 @@ a RecursionError. The functions are generated again when the signatures grew.
 import mxnet as mx
 import numpy as np
 
-from .discovery import Invocation, Miss, _ref, walk_subtree
-from .structure import _FINDERS, Raised, data_finding, observe, reader
+from .discovery import Invocation, Miss, path_ref, walk_subtree
+from .structure import FINDERS, Raised, data_finding, observe, reader
 
 MAX_DEPTH = 100   # levels of Python recursion before the generic walk takes over
 
@@ -55,7 +55,7 @@ class _Source:
     def __init__(self, signatures, function):
         self.lines, self.namespace = [], {
             "Invocation": Invocation, "Miss": Miss, "Raised": Raised, "observe": observe,
-            "FINDERS": _FINDERS, "NDArray": mx.nd.NDArray,
+            "FINDERS": FINDERS, "NDArray": mx.nd.NDArray,
             "data_finding": data_finding, "np_array": np.array, "WALKERS": signatures.walkers,
             "walk_subtree": walk_subtree, "SIGNATURES": signatures, "FUNCTION": function,
             "MAX_DEPTH": MAX_DEPTH}
@@ -103,7 +103,7 @@ def _node(source, node, read, indent):
         return
     step, array = node.step, None
     if step[0] == "read":
-        array = _path(source, _ref(source.signatures.paths, step[1]), read, indent)
+        array = _path(source, path_ref(source.signatures.paths, step[1]), read, indent)
         speculated = _speculated(node)
         if speculated is not None:
             source.emit(indent, "if type(%s) is NDArray:" % array)
@@ -178,7 +178,7 @@ def _argument(source, spec, read, indent):
     """An expression for the value a recursive call passes (or array data holds)."""
     kind = spec[0]
     if kind == "path":
-        return _path(source, _ref(source.signatures.paths, spec[1]), read, indent)
+        return _path(source, path_ref(source.signatures.paths, spec[1]), read, indent)
     if kind == "input":
         return "arrays[%d]" % spec[1]
     if kind == "sequence":

@@ -13,7 +13,7 @@ identity) rather than interpreted from its description.
 """
 import numpy as np
 
-from .structure import _FINDERS, Raised, data_finding, observe, reader
+from .structure import FINDERS, Raised, data_finding, observe, reader
 
 READ, DATA, CALL = range(3)
 
@@ -64,7 +64,7 @@ class Step:
         self.kind = {"read": READ, "data": DATA, "call": CALL}[step[0]]
         self.path = self.spec = self.dtype = self.callee = self.specs = None
         if self.kind == READ:
-            self.path = _ref(signatures.paths, step[1])
+            self.path = path_ref(signatures.paths, step[1])
         elif self.kind == DATA:
             self.spec, self.dtype = _compiled(signatures.paths, step[1]), step[2]
         else:
@@ -72,10 +72,10 @@ class Step:
             self.specs = tuple(_compiled(signatures.paths, spec) for spec in step[2])
 
 
-def _ref(paths, path):
+def path_ref(paths, path):
     ref = paths.get(path)
     if ref is None:
-        parent = _ref(paths, path[:-1]) if len(path) > 1 else None
+        parent = path_ref(paths, path[:-1]) if len(path) > 1 else None
         ref = paths[path] = PathRef(parent, None if parent is None else path[-1], path[0][1])
     return ref
 
@@ -83,7 +83,7 @@ def _ref(paths, path):
 def _compiled(paths, spec):
     kind = spec[0]
     if kind == "path":
-        return ("path", _ref(paths, spec[1]))
+        return ("path", path_ref(paths, spec[1]))
     if kind == "sequence":
         return ("sequence", spec[1], tuple(_compiled(paths, item) for item in spec[2]))
     return spec   # "input", "value"
@@ -92,7 +92,7 @@ def _compiled(paths, spec):
 def walk_subtree(signatures, function, args, completed):
     """The Invocation of `function(*args)`; every node under it is appended to
     `completed` callees first (the node itself last). Raises Miss."""
-    roots, stack, finders = signatures.roots, [], _FINDERS
+    roots, stack, finders = signatures.roots, [], FINDERS
     node, memo, arrays, children = roots[function], {}, [], []
     while True:
         while node.body is None:

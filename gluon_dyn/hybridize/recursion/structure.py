@@ -38,9 +38,9 @@ def observe(value):
     """What a body may depend on in `value` (hashable): for arrays shape and dtype,
     for Python values the value, for sequences and dicts their length and keys,
     for objects their type."""
-    finder = _FINDERS.get(type(value))
+    finder = FINDERS.get(type(value))
     if finder is None:
-        finder = _FINDERS[type(value)] = _finder(value)
+        finder = FINDERS[type(value)] = _finder(value)
     return finder(value)
 
 
@@ -68,7 +68,7 @@ def _finder(value):
     return lambda thing: ("unsupported", kind)
 
 
-_FINDERS = {}   # type -> its values' findings (observe)
+FINDERS = {}   # type -> its values' findings (observe)
 
 
 def apply(value, step):
