@@ -73,6 +73,7 @@ class Step:
 
 
 def path_ref(paths, path):
+    """The PathRef of `path`, interned in `paths` (a Signatures' own)."""
     ref = paths.get(path)
     if ref is None:
         parent = path_ref(paths, path[:-1]) if len(path) > 1 else None
