@@ -437,3 +437,16 @@ def test_inference_programs_run_narrower_trees_on_the_widest_rows():
     # Training runs the exact rows: no padding, gradients as imperative.
     assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=True)
     assert program_report(dynamic)["padding_rows"] == made["padding_rows"]
+
+
+def test_outputs_of_a_program_outlive_its_next_call():
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(800)
+    for call in range(PROFILED + 1):
+        dynamic([programs.chain(5, rng, vectors=True)]).wait_to_read()
+    first, second = ([programs.chain(5, rng, vectors=True)] for _ in range(2))
+    kept = dynamic(first)
+    dynamic(second).wait_to_read()        # the same program, its memory planned once
+    np.testing.assert_allclose(kept.asnumpy(), imperative(first).asnumpy(), rtol=1e-5,
+                               atol=1e-5)
+    assert program_report(dynamic)["built"] == 1
