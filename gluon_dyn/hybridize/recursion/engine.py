@@ -195,7 +195,8 @@ class RecursionEngine:
             signatures.add(function, body.signature, body)
         except Inconsistent as error:
             raise Unsupported(str(error), function.location)
-        self.runners[body] = GraphRunner(body.graph.symbol, body.graph.inputs, self.tvm)
+        self.runners[body] = GraphRunner(body.graph.symbol, body.graph.inputs, self.tvm,
+                                         batched=body.graph.batched)
         if len(signatures.bodies) > MAX_BODIES:
             varied, step, count = signatures.most_varied_step()
             raise Unsupported(

@@ -21,12 +21,13 @@ _INT32 = mx.ndarray.ndarray._DTYPE_NP_TO_MX[np.int32]
 
 class GraphRunner:
     """Calls one graph (`symbol` with its `inputs`, as BatchedGraph and
-    CallProgram give them); counts its calls and where they ran. With
+    CallProgram give them); counts its calls and where they ran. `batched`: its
+    numbers of nodes differ between calls (symbolic in a TVM plan). With
     `static_shape` (inputs whose shapes mostly repeat) MXNet runs inference as
     a few bulked engine operations instead of pushing each operator."""
 
-    def __init__(self, symbol, inputs, tvm, static_shape=False):
-        self.symbol, self.inputs, self.tvm = symbol, inputs, tvm
+    def __init__(self, symbol, inputs, tvm, batched=False, static_shape=False):
+        self.symbol, self.inputs, self.tvm, self.batched = symbol, inputs, tvm, batched
         self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True),
                                                         ("static_shape", static_shape)])
         self._recording = None
@@ -56,20 +57,16 @@ class GraphRunner:
         return list(results) if isinstance(results, (list, tuple)) else [results]
 
     def _symbolic_dims(self):
-        """The input dims that differ between calls: numbers of nodes and of rows."""
+        """The input dims that differ between calls: numbers of rows (and of nodes)."""
         dims = {}
         for name, source in zip(self.symbol.list_inputs(), self.inputs):
             kind = type(source)
             if kind is ArenaInput:
                 dims[name] = {0: "arena%d_rows" % source.arena.number}
-            elif kind is RowsInput:
+            elif self.batched and kind is RowsInput:
                 dims[name] = {1: "nodes"}
-            elif kind is OwnInput:
+            elif self.batched and kind is OwnInput:
                 dims[name] = {0: "nodes"}
-            elif kind is GroupRows:
-                dims[name] = {1: "group%d_nodes" % source.group}
-            elif kind is GroupOwn:
-                dims[name] = {0: "group%d_nodes" % source.group}
         return dims
 
 
