@@ -7,9 +7,9 @@ change: for a program of a dozen groups that costs more than its kernels (0.2
 to 0.3 ms a call). For inference, a program's groups are therefore given the
 most rows any call gave them so far (their capacities, schedule.py): the shapes
 settle after a few calls, at the cost of the rows past the widest groups (at
-most as many as the call's own).
-Training runs the exact rows (a padded row's gradient would be zero times
-whatever the body's derivative is at zeros, which need not be finite).
+most as many as the call's own). Training runs the exact rows (a padded row's
+gradient would be zero times whatever the body's derivative is at zeros, which
+need not be finite).
 
 Building a program costs about one call run group by group. When most recent
 calls found no program (keys that hardly repeat: trees with many bodies per
@@ -26,12 +26,15 @@ RECENT_CALLS = 16    # calls over which the share of calls that found no program
 
 
 class ProgramCache:
+    """The programs of one engine; `calls` run as programs, programs `built`, and
+    the rows inference calls ran on (`rows`) and past their nodes (`padding`)."""
+
     def __init__(self):
-        self._programs = collections.OrderedDict()   # schedule key -> GraphRunner
+        self._programs = collections.OrderedDict()   # schedule key -> Program
         self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program
         self._unbuilt = collections.OrderedDict()    # keys run group by group once
         self.calls = self.built = 0
-        self.rows = self.padding = 0   # rows inference groups ran on, and those past their nodes
+        self.rows = self.padding = 0
 
     def get(self, key):
         """The Program of `key`, or None: run the call group by group."""
