@@ -6,7 +6,8 @@ Variants, interleaved (benchmarks/harness.py: outputs checked against the
 imperative run during warm-up, inputs made before the timed calls, medians):
 - imperative:     the Block as written, recursing in Python, op by op;
 - dynamic:        the same Block with hybridize(dynamic=True): the recursion engine
-                  runs each body compiled once per signature, nodes batched by height;
+                  runs each body compiled once per signature, nodes batched by height,
+                  a call's groups composed into one whole-call program;
 - dynamic tvm:    hybridize(dynamic=True, backend="tvm"), inference (training runs
                   the same MXNet graphs as dynamic);
 - pytorch eager:  the same model in PyTorch, when `make bench-extra` installed it.
@@ -197,14 +198,15 @@ def variants(model, torch_model, train, torch, tvm_cache):
 
 
 def check_served(blocks, calls):
-    """Every call after the profiled ones ran on the recursion engine."""
+    """Every call after the profiled ones ran on the recursion engine; the
+    "dynamic" block's recursion report."""
     for name, block in blocks.items():
         report = gluon_dyn.hybridize.report(block)
         served = report["calls"]["by_kind"]["recursion"]
         if served != calls - 3:
             raise SystemExit("%s: the recursion engine served %d of %d calls (%s)"
                              % (name, served, calls, report["recursion"]["state"]))
-    return report["recursion"]
+    return gluon_dyn.hybridize.report(blocks["dynamic"])["recursion"]
 
 
 def main():
@@ -239,13 +241,16 @@ def main():
                              if "dynamic tvm" in ms else "-",
                              harness.ratio(ms["imperative"], ms["pytorch eager"])
                              if "pytorch eager" in ms else "-",
-                             "%.1f" % (recursion["batched_calls"] / recursion["calls"])])
+                             "%.1f" % (recursion["batched_calls"] / recursion["calls"]),
+                             "%d%%" % round(100 * recursion["programs"]["calls"] /
+                                            recursion["calls"])])
                 print(" | ".join(str(cell) for cell in rows[-1]), flush=True)
     harness.print_table(
         "New random trees (%d per stream and mode, %d-%d leaves), ms per tree" % (
             args.trees, LEAVES[0], LEAVES[1] - 1),
         ["model", "per call", "mode", "imperative", "dynamic", "dynamic tvm", "pytorch eager",
-         "dynamic vs imp.", "tvm vs imp.", "pytorch vs imp.", "batched calls per call"], rows)
+         "dynamic vs imp.", "tvm vs imp.", "pytorch vs imp.", "groups per call",
+         "calls as one program"], rows)
 
 
 if __name__ == "__main__":

@@ -245,6 +245,8 @@ def test_depth_100_in_every_mode(train):
         kinds = calls_by_kind(dynamic)
         if cls is programs.MinibatchTreeLSTM:
             assert kinds["recursion"] == len(deep) - PROFILED
+            # A program of over 100 groups: no Python recursion while building it.
+            assert program_report(dynamic)["calls"] == len(deep) - PROFILED
         elif cls is programs.TopDownRNN:
             assert kinds["graph"] >= 1
         else:
@@ -267,3 +269,184 @@ def test_tvm_backend_runs_bodies_through_tvm(tmp_path):
     nodes = [body for body in inference if body["function"].endswith("node")]
     assert len(nodes) == 2 and all(body["calls"]["tvm"] >= 3 for body in nodes), inference
     assert sum(body["calls"]["tvm"] for body in inference if body not in nodes) == 3
+
+
+def program_report(block):
+    return gluon_dyn.hybridize.report(block)["recursion"]["programs"]
+
+
+def height(tree):
+    return 1 + max(height(child) for child in tree.children) if tree.children else 0
+
+
+def test_each_call_runs_as_one_program_per_tree_height():
+    imperative, dynamic = pair(programs.TreeRNN)
+    keys = set()
+    for call in range(16):
+        batch = trees(200 + call, 2, leaves=(2, 9), vectors=True)
+        train = call % 2 == 1
+        assert_same(imperative, dynamic, (batch,), train=train)
+        if call >= PROFILED:
+            keys.add((train, max(height(tree) for tree in batch)))
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == 16 - PROFILED
+    # Every call one program, none group by group; a program per training mode
+    # and height of the minibatch, never per tree.
+    assert program_report(dynamic)["calls"] == 16 - PROFILED
+    assert all(sum(body["calls"].values()) == 0 for body in recursion["bodies"])
+    assert program_report(dynamic)["built"] == len(keys) < 16 - PROFILED
+
+
+def test_programs_stay_bounded_over_many_distinct_trees(monkeypatch):
+    from gluon_dyn.hybridize.recursion import program_cache
+    monkeypatch.setattr(program_cache, "MAX_PROGRAMS", 3)
+    imperative, dynamic = pair(programs.TreeRNN)
+    calls = 40
+    for call in range(calls):
+        batch = trees(300 + call, 2, leaves=(2, 24), vectors=True)
+        assert_same(imperative, dynamic, (batch,), train=call % 3 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == calls - PROFILED
+    made = program_report(dynamic)
+    assert made["kept"] <= 3
+    # Most calls find no program among the 3 kept: new keys then run group by
+    # group until they come again, rather than building a program per call.
+    group_by_group = recursion["calls"] - made["calls"]
+    assert group_by_group > 0 and made["built"] < recursion["calls"]
+
+
+def test_two_recorded_calls_then_one_backward():
+    imperative, dynamic = pair(programs.TreeRNN)
+    for call in range(PROFILED):
+        assert_same(imperative, dynamic, (trees(400 + call, 2, vectors=True),), train=False)
+    first, second = trees(410, 2, vectors=True), trees(411, 2, vectors=True)
+    grads = []
+    for block in (imperative, dynamic):
+        with autograd.record():
+            loss = mx.nd.sum(block(first)) + mx.nd.sum(block(second) ** 2)
+        loss.backward()
+        grads.append({name[len(block.prefix):]: p.grad().asnumpy().copy()
+                      for name, p in block.collect_params().items()})
+    assert program_report(dynamic)["calls"] == 2
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("faster", ["program", "groups"])
+def test_tvm_inference_runs_as_program_or_group_by_group_as_measured(tmp_path, monkeypatch,
+                                                                      faster):
+    from gluon_dyn.hybridize import speed_check
+    from gluon_dyn.hybridize.dynamic import runner_of
+    imperative, dynamic = pair(programs.MinibatchTreeLSTM, backend="tvm", backend_options={
+        "cache_dir": str(tmp_path), "choose_by_measurement": False})
+    batches = [trees(500 + call, 3, leaves=(2, 6)) for call in range(60)]
+    for batch in batches[:PROFILED + 1]:       # the bodies' plans built, forced on TVM
+        assert_same(imperative, dynamic, (batch,), train=False)
+    engine = runner_of(dynamic).recursion
+    assert all(runner.on_tvm for runner in engine.runners.values() if runner.plan)
+    # The speed check as choose_by_measurement=True makes it, fed injected times.
+    engine.tvm_check = speed_check.SpeedCheck(True, challenger="groups", incumbent="program")
+    times = {"program": 0.002, "groups": 0.004}
+    if faster == "groups":
+        times = {"program": 0.004, "groups": 0.002}
+
+    def timed(check, variant, run):
+        result = run()
+        check.record(variant, times[variant])
+        return result
+    monkeypatch.setattr(speed_check.SpeedCheck, "timed", timed)
+    for batch in batches[PROFILED + 1:]:
+        assert_same(imperative, dynamic, (batch,), train=False)
+    assert engine.tvm_check.choice.chosen == faster
+    before = program_report(dynamic)["calls"]
+    groups_before = sum(body["calls"]["tvm"] for body in
+                        gluon_dyn.hybridize.report(dynamic)["recursion"]["bodies"])
+    for batch in batches[:8]:
+        assert_same(imperative, dynamic, (batch,), train=False)
+    programs_run = program_report(dynamic)["calls"] - before
+    groups_run = sum(body["calls"]["tvm"] for body in
+                     gluon_dyn.hybridize.report(dynamic)["recursion"]["bodies"]) - groups_before
+    if faster == "program":
+        assert programs_run == 8 and groups_run == 0
+    else:
+        assert programs_run == 0 and groups_run >= 8
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_trees_deeper_than_the_compiled_walk_recurses(train):
+    from gluon_dyn.hybridize.recursion.compiled_walk import MAX_DEPTH
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(11)
+    for call in range(PROFILED + 2):
+        assert_same(imperative, dynamic, ([programs.chain(3 * MAX_DEPTH, rng, vectors=True)],),
+                    train)
+    assert program_report(dynamic)["calls"] == 2
+
+
+def leaves(tree):
+    return [tree] if not tree.children else [leaf for child in tree.children
+                                              for leaf in leaves(child)]
+
+
+@pytest.mark.parametrize("odd_word", [
+    lambda word: word.reshape((1, 1)),              # another shape: concat refuses it
+    lambda word: word.astype("float64"),            # another dtype
+])
+def test_a_word_unlike_the_others_is_walked_again_and_checked(odd_word):
+    imperative, dynamic = pair(programs.ChildSumTreeLSTM)
+    stream = trees(600, 10, leaves=(2, 9))
+    for call, tree in enumerate(stream):
+        if call in (5, 8):
+            leaf = leaves(tree)[call % 2]
+            leaf.word = odd_word(leaf.word)
+        assert_same(imperative, dynamic, (tree,), train=call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == len(stream) - PROFILED
+    # The compiled walk took the odd word for the others' kind; stacking caught
+    # it and the call was walked again, checking every read.
+    assert recursion["arrays_differed"] == 2
+
+
+def test_inference_programs_run_narrower_trees_on_the_widest_rows():
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(700)
+    for call in range(PROFILED):
+        assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=False)
+    # Same height, fewer leaves each call: the rows of the first (widest) serve.
+    wide = programs.Tree(children=[programs.chain(3, rng, vectors=True),
+                                   programs.chain(3, rng, vectors=True)])
+    for tree in (wide, programs.chain(4, rng, vectors=True),
+                 programs.Tree(children=[programs.chain(3, rng, vectors=True),
+                                         programs.random_tree(rng, 1, vectors=True)])):
+        assert_same(imperative, dynamic, ([tree],), train=False)
+    made = program_report(dynamic)
+    assert made["calls"] == 3 and made["built"] == 1
+    assert made["padding_rows"] > 0
+    # A far wider tree, then a narrow one: never more padding than rows of its own.
+    assert_same(imperative, dynamic, ([programs.Tree(children=[
+        programs.chain(3, rng, vectors=True), trees(701, 1, leaves=(40, 41), vectors=True)[0]])],),
+        train=False)
+    before = program_report(dynamic)
+    narrow = programs.chain(height(trees(701, 1, leaves=(40, 41))[0]) + 1, rng, vectors=True)
+    assert_same(imperative, dynamic, ([narrow],), train=False)
+    made = program_report(dynamic)
+    rows = made["inference_rows"] - before["inference_rows"]
+    assert made["built"] == before["built"], "the narrow tree has the wide one's key"
+    assert made["padding_rows"] - before["padding_rows"] <= rows / 2
+    # Training runs the exact rows: no padding, gradients as imperative.
+    assert_same(imperative, dynamic, ([programs.chain(4, rng, vectors=True)],), train=True)
+    assert program_report(dynamic)["padding_rows"] == made["padding_rows"]
+
+
+def test_outputs_of_a_program_outlive_its_next_call():
+    imperative, dynamic = pair(programs.TreeRNN)
+    rng = np.random.RandomState(800)
+    for call in range(PROFILED + 1):
+        dynamic([programs.chain(5, rng, vectors=True)]).wait_to_read()
+    first, second = ([programs.chain(5, rng, vectors=True)] for _ in range(2))
+    kept = dynamic(first)
+    dynamic(second).wait_to_read()        # the same program, its memory planned once
+    np.testing.assert_allclose(kept.asnumpy(), imperative(first).asnumpy(), rtol=1e-5,
+                               atol=1e-5)
+    assert program_report(dynamic)["built"] == 1

@@ -8,6 +8,8 @@ written, each timed to completion, until measure.MeasuredChoice decides: the
 forward as written is the incumbent, and the graph takes over only when it is
 faster by a margin in consecutive measurements; serving calls are sampled, and a
 choice that looks wrong later (or a scheduled re-check) measures both again.
+The recursion engine chooses the same way between two ways of running a call
+(recursion/engine.py), naming its own variants.
 """
 from ..measure import MIN_SAMPLES, MeasuredChoice, timed_ms
 
@@ -18,24 +20,35 @@ ENABLED_BY_DEFAULT = True
 
 
 class SpeedCheck:
-    def __init__(self, enabled=None):
+    """Chooses between a `challenger` (the graph) and an `incumbent` (the
+    forward as written), kept until the challenger measures faster; `labels`
+    name them in the report."""
+
+    def __init__(self, enabled=None, challenger=GRAPH, incumbent=PYTHON,
+                 labels=("graph", "forward as written")):
         enabled = ENABLED_BY_DEFAULT if enabled is None else enabled
-        self.choice = MeasuredChoice((GRAPH, PYTHON), incumbent=PYTHON) if enabled else None
+        self.challenger, self.incumbent = challenger, incumbent
+        self.labels = dict(zip((challenger, incumbent), labels))
+        self.choice = MeasuredChoice((challenger, incumbent), incumbent=incumbent) \
+            if enabled else None
         self.measuring = enabled
         self.reason = "first measurement"
-        self.samples = {GRAPH: [], PYTHON: []}
+        self.samples = {challenger: [], incumbent: []}
 
     def serves_python(self):
-        """Whether calls run as written now (measured faster, no measurement due)."""
-        return self.choice is not None and not self.measuring and self.choice.chosen == PYTHON
+        """Whether calls run as the incumbent (the forward as written) now: it
+        measured faster and no measurement is due."""
+        return self.choice is not None and not self.measuring and \
+            self.choice.chosen == self.incumbent
 
     def next_variant(self):
-        """(GRAPH or PYTHON, whether to time the call), or None: the graph, untimed."""
+        """(challenger or incumbent, whether to time the call), or None (no
+        choice made): the challenger, untimed."""
         if self.choice is None:
             return None
         if self.measuring:
-            return (GRAPH if len(self.samples[GRAPH]) <= len(self.samples[PYTHON]) else PYTHON,
-                    True)
+            return (self.challenger if len(self.samples[self.challenger]) <=
+                    len(self.samples[self.incumbent]) else self.incumbent, True)
         return self.choice.chosen, self.choice.wants_timing()
 
     def timed(self, variant, run):
@@ -49,7 +62,7 @@ class SpeedCheck:
             self.samples[variant].append(seconds)
             if min(len(times) for times in self.samples.values()) >= MIN_SAMPLES:
                 self.choice.decide(self.samples, self.reason)
-                self.samples = {GRAPH: [], PYTHON: []}
+                self.samples = {self.challenger: [], self.incumbent: []}
                 self.measuring = self.choice.confirming
                 self.reason = "confirming"
             return
@@ -64,5 +77,5 @@ class SpeedCheck:
             return {"state": "off"}
         report = self.choice.report()
         report["state"] = "measuring (%s)" % self.reason if self.measuring else \
-            "%s chosen" % ("graph" if self.choice.chosen == GRAPH else "forward as written")
+            "%s chosen" % self.labels[self.choice.chosen]
         return report

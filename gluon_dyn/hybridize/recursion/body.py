@@ -21,6 +21,7 @@ from .structure import (NUMBER_TYPES, OBSERVED_TYPES, MethodProxy, Recorder, dat
 from .unsupported import Unsupported
 
 _MISSING = object()
+_OUTPUT_TYPES = {}   # OutputType -> the one equal OutputType in use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Body:
     placeholders: dict       # variable name -> (slot index, output index)
     sources: dict            # variable name -> ParameterInput or CapturedInput
     output_type: OutputType
+    own_dtypes: list         # the dtype of each own input, in order
 
     def describe(self):
         """The signature as the user would read it."""
@@ -251,6 +253,10 @@ def _body(block, function, number, recorder, trace, slots, placeholders, out):
         raise Unsupported("the dtype of what %s returns is not known while tracing"
                                        % function, function.location)
     output_type = OutputType(container, tuple(zip(shapes, out_dtypes)))
+    # One object per type: matching compares a callee's type with the one traced
+    # by identity first (compiled_walk.py).
+    output_type = _OUTPUT_TYPES.setdefault(output_type, output_type)
     shapes_by_name = {name: trace.shapes[name] for name in own + list(placeholders)}
     return Body(function, number, list(recorder.steps), symbol, own, set(recorder.data_inputs),
-                shapes_by_name, slots, placeholders, sources, output_type)
+                shapes_by_name, slots, placeholders, sources, output_type,
+                [dtypes[name] for name in own])

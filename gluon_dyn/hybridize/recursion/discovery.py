@@ -6,10 +6,16 @@ call the callee is walked first (its result type is part of the caller's
 signature). The walk keeps its own stack, so no Python frame is added per level
 of recursion, and runs none of the user's code. A node whose signature has no
 body yet raises Miss: the engine traces it and walks again.
+
+The walk runs for every node of every call, so each step of the signatures is
+compiled once into a `Step` (paths interned as PathRefs, memoised per node by
+identity) rather than interpreted from its description.
 """
 import numpy as np
 
-from .structure import apply, data_finding, observe
+from .structure import FINDERS, Raised, data_finding, observe, reader
+
+READ, DATA, CALL = range(3)
 
 
 class Miss(BaseException):
@@ -29,63 +35,123 @@ class Invocation:
 
     def __init__(self, body, arrays, children):
         self.body, self.arrays, self.children = body, arrays, children
-        self.height = 1 + max(child.height for child in children) if children else 0
+        height = -1
+        for child in children:
+            if child.height > height:
+                height = child.height
+        self.height = height + 1
         self.row = None
+
+
+class PathRef:
+    """A path from the arguments (structure.py), interned: its value is memoised
+    per node under the PathRef itself. `step` is its last step and `read` takes
+    it (both None for an argument itself)."""
+    __slots__ = ("parent", "step", "read", "argument")
+
+    def __init__(self, parent, step, argument):
+        self.parent, self.step, self.argument = parent, step, argument
+        self.read = None if parent is None else reader(step)
+
+
+class Step:
+    """A signature step, compiled: `kind` (READ, DATA or CALL) with, for READ
+    the path read, for DATA the argument spec and dtype, for CALL the callee
+    and its argument specs (specs hold PathRefs instead of paths)."""
+    __slots__ = ("kind", "path", "spec", "dtype", "callee", "specs")
+
+    def __init__(self, signatures, step):
+        self.kind = {"read": READ, "data": DATA, "call": CALL}[step[0]]
+        self.path = self.spec = self.dtype = self.callee = self.specs = None
+        if self.kind == READ:
+            self.path = path_ref(signatures.paths, step[1])
+        elif self.kind == DATA:
+            self.spec, self.dtype = _compiled(signatures.paths, step[1]), step[2]
+        else:
+            self.callee = step[1]
+            self.specs = tuple(_compiled(signatures.paths, spec) for spec in step[2])
+
+
+def path_ref(paths, path):
+    """The PathRef of `path`, interned in `paths` (a Signatures' own)."""
+    ref = paths.get(path)
+    if ref is None:
+        parent = path_ref(paths, path[:-1]) if len(path) > 1 else None
+        ref = paths[path] = PathRef(parent, None if parent is None else path[-1], path[0][1])
+    return ref
+
+
+def _compiled(paths, spec):
+    kind = spec[0]
+    if kind == "path":
+        return ("path", path_ref(paths, spec[1]))
+    if kind == "sequence":
+        return ("sequence", spec[1], tuple(_compiled(paths, item) for item in spec[2]))
+    return spec   # "input", "value"
 
 
 def walk_subtree(signatures, function, args, completed):
     """The Invocation of `function(*args)`; every node under it is appended to
     `completed` callees first (the node itself last). Raises Miss."""
-    stack = [_walk(signatures, function, args)]
-    sent = None
+    roots, stack, finders = signatures.roots, [], FINDERS
+    node, memo, arrays, children = roots[function], {}, [], []
     while True:
-        try:
-            callee, callee_args = stack[-1].send(sent)
-        except StopIteration as done:
-            invocation = done.value
-            completed.append(invocation)
-            stack.pop()
-            if not stack:
-                return invocation
-            sent = invocation
-        else:
-            stack.append(_walk(signatures, callee, callee_args))
-            sent = None
-
-
-def _walk(signatures, function, args):
-    node = signatures.roots[function]
-    memo, arrays, children = {}, [], []
-    while node.body is None:
-        step = node.step
-        if step is None:
-            raise Miss(function, args)
-        if step[0] == "read":
-            value = _value(step[1], args, memo)
-            found = observe(value)
-            if found[0] == "array":
-                arrays.append(value)
-        elif step[0] == "data":
-            real = _argument(step[1], args, memo, arrays)
-            found = data_finding(real)
-            arrays.append(np.array(real, dtype=step[2]))
-        else:
-            _, callee, specs = step
-            child = yield callee, tuple(_argument(spec, args, memo, arrays) for spec in specs)
-            children.append(child)
-            found = child.body.output_type
-        node = node.branches.get(found)
+        while node.body is None:
+            step = node.compiled
+            if step is None:
+                if node.step is None:
+                    raise Miss(function, args)
+                step = node.compiled = Step(signatures, node.step)
+            kind = step.kind
+            if kind == READ:
+                ref = step.path
+                value = memo.get(ref, _UNSET)
+                if value is _UNSET:
+                    value = _value(ref, args, memo)
+                finder = finders.get(type(value))
+                found = finder(value) if finder is not None else observe(value)
+                if found[0] == "array":
+                    arrays.append(value)
+            elif kind == DATA:
+                real = _argument(step.spec, args, memo, arrays)
+                found = data_finding(real)
+                arrays.append(np.array(real, dtype=step.dtype))
+            else:
+                # Walk the callee first; this node resumes at `node` afterwards.
+                stack.append((node, memo, arrays, children, function, args))
+                args = tuple([_argument(spec, args, memo, arrays) for spec in step.specs])
+                function = step.callee
+                node, memo, arrays, children = roots[function], {}, [], []
+                continue
+            node = node.branches.get(found)
+            if node is None:
+                raise Miss(function, args)
+        invocation = Invocation(node.body, arrays, children)
+        completed.append(invocation)
+        if not stack:
+            return invocation
+        node, memo, arrays, children, function, args = stack.pop()
+        children.append(invocation)
+        node = node.branches.get(invocation.body.output_type)
         if node is None:
             raise Miss(function, args)
-    return Invocation(node.body, arrays, children)
 
 
-def _value(path, args, memo):
-    value = memo.get(path, memo)
-    if value is memo:
-        value = args[path[0][1]] if len(path) == 1 else apply(_value(path[:-1], args, memo),
-                                                                 path[-1])
-        memo[path] = value
+_UNSET = object()
+
+
+def _value(ref, args, memo):
+    value = memo.get(ref, _UNSET)
+    if value is _UNSET:
+        parent = ref.parent
+        if parent is None:
+            value = args[ref.argument]
+        else:
+            try:
+                value = ref.read(_value(parent, args, memo))
+            except Exception as error:  # noqa: BLE001 - the body saw the same error
+                value = Raised(error)
+        memo[ref] = value
     return value
 
 

@@ -3,8 +3,10 @@ compiled bodies, batched across the nodes of a call.
 
 Per call: the nodes are discovered and matched to bodies by signature
 (discovery.py), a node whose signature is new is traced once (body.py), the
-nodes are grouped by height and body (schedule.py) and each group runs as one
-call of its body's graph (execution.py). What the engine cannot run (a recursive
+nodes are grouped by height and body (schedule.py), and the groups run as one
+whole-call program, the groups' graphs composed into one graph kept per
+sequence of bodies (call_program.py), or group by group, each group one call
+of its body's graph (execution.py). What the engine cannot run (a recursive
 call receiving an array its caller computed, Python state changed by the
 recursion, ...) makes it give up with one warning naming file:line and the
 reason; the block's calls then take the runner's usual path.
@@ -18,17 +20,21 @@ from mxnet import autograd
 from ...origin import user_stacklevel
 from .unsupported import Unsupported
 from ..python_state import python_state
+from ..speed_check import SpeedCheck
 from .batched_graph import Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
-from .execution import GraphRunner, run_groups
+from .compiled_walk import walker
+from .execution import ArraysDiffer, GraphRunner, run_groups, run_program
 from .functions import Function
+from .program_cache import ProgramCache
 from .schedule import schedule
 from .signatures import Inconsistent, Signatures
 from .structure import step_text
 
 NOT_SERVED = object()
+GROUPS, PROGRAM = "groups", "program"   # how an inference call under backend="tvm" runs
 MAX_BODIES = 64      # per key: more means the signatures hold per-node values
 MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
 
@@ -42,10 +48,18 @@ class RecursionEngine:
         self.signatures = collections.OrderedDict()   # key -> Signatures
         self.arenas = {}          # (function, output type) -> Arena
         self.runners = {}         # Body -> GraphRunner
+        self.programs = ProgramCache()
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
+        # Under backend="tvm", inference calls whose bodies run on TVM: group by
+        # group on the bodies' plans, or the whole-call program (MXNet), measured.
+        self.tvm_check = SpeedCheck(
+            tvm.options.get("choose_by_measurement", True), challenger=GROUPS,
+            incumbent=PROGRAM, labels=("group by group on the bodies' TVM plans",
+                                       "whole-call program in MXNet")) if tvm else None
         self.statements = {}      # "file:line" -> fates.Fate, from the traces
         self.served = self.nodes = self.groups = self.traces = 0
+        self.arrays_differed = 0  # calls walked again: an array unlike its body's
 
     @classmethod
     def for_block(cls, block, forward, tvm):
@@ -65,15 +79,57 @@ class RecursionEngine:
                 self.entry = Function(self.block, "forward", converted=self._forward)
             signatures = self._signatures()
             completed = self._discover(signatures, args)
+            try:
+                outputs, plan = self._run(completed)
+            except ArraysDiffer:
+                # An array the compiled walk took unchecked differs: walk the call
+                # again, checking every read (it may need a body of its own).
+                self.arrays_differed += 1
+                completed = self._discover(signatures, args, exact=True)
+                outputs, plan = self._run(completed)
         except Unsupported as error:
             self._give_up(error.reason, error.location)
             return NOT_SERVED
-        groups = schedule(completed[:-1], completed[-1])
-        outputs = run_groups(groups, self._zeros_of, self.runners.__getitem__)
         self.served += 1
         self.nodes += len(completed) - 1
-        self.groups += len(groups)
+        self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
+
+    def _run(self, completed):
+        """(The entry's outputs, the schedule) of the call's nodes."""
+        plan = schedule(completed[:-1], completed[-1])
+        variant, timed = self._variant(plan.key)
+        if timed:
+            return self.tvm_check.timed(variant, lambda: self._run_as(variant, plan)), plan
+        outputs = self._run_as(variant, plan)
+        if timed is False:
+            self.tvm_check.record(variant, None)
+        return outputs, plan
+
+    def _variant(self, key):
+        """(GROUPS or PROGRAM, whether to time the call for the TVM speed check,
+        None when the check did not choose). Inference under
+        backend="tvm" runs group by group until each body has its TVM plan (built
+        on its first inference group); when one of them runs on TVM, calls run
+        group by group or as the whole-call program, as measured (a program is an
+        MXNet graph: TVM compiles each body once, never a program per key, which
+        takes minutes for a deep tree)."""
+        if self.tvm is None or autograd.is_recording():
+            return PROGRAM, None
+        runners = [self.runners[body] for body in key]
+        if any(runner.plan is None and not runner.plan_failed for runner in runners):
+            return GROUPS, None
+        if not any(runner.on_tvm for runner in runners):
+            return PROGRAM, None
+        return self.tvm_check.next_variant() or (GROUPS, None)
+
+    def _run_as(self, variant, plan):
+        program = self.programs.get(plan.key) if variant == PROGRAM else None
+        if program is None:
+            plan.place()
+            return run_groups(plan, self._zeros_of, self.runners.__getitem__)
+        plan.place(None if autograd.is_recording() else self.programs.capacities(program, plan))
+        return run_program(program.runner, plan, self._zeros_of)
 
     def _signatures(self):
         key = (autograd.is_training(), python_state(self.block))
@@ -84,13 +140,17 @@ class RecursionEngine:
         self.signatures.move_to_end(key)
         return self.signatures[key]
 
-    def _discover(self, signatures, args):
+    def _discover(self, signatures, args, exact=False):
         """Every node of the call, callees first, the entry last; traces the bodies
-        of new signatures."""
+        of new signatures. The compiled walk, or with `exact` the generic one,
+        which checks every array it reads."""
         while True:
-            completed = []
+            completed, bound = [], self.entry.bind(args, None)
             try:
-                walk_subtree(signatures, self.entry, self.entry.bind(args, None), completed)
+                if exact:
+                    walk_subtree(signatures, self.entry, bound, completed)
+                else:
+                    walker(signatures, self.entry)(bound, completed, 0)
                 return completed
             except Miss as miss:
                 self._trace(signatures, miss)
@@ -135,7 +195,8 @@ class RecursionEngine:
             signatures.add(function, body.signature, body)
         except Inconsistent as error:
             raise Unsupported(str(error), function.location)
-        self.runners[body] = GraphRunner(body.graph, self.tvm)
+        self.runners[body] = GraphRunner(body.graph.symbol, body.graph.inputs, self.tvm,
+                                         batched=body.graph.batched)
         if len(signatures.bodies) > MAX_BODIES:
             varied, step, count = signatures.most_varied_step()
             raise Unsupported(
@@ -163,15 +224,20 @@ class RecursionEngine:
 
     def report(self):
         """What the engine did: its state, the recursive functions, the calls and
-        nodes it served and the groups (batched calls) it ran, and per compiled
-        body its signature, whether it batches, and its calls by backend."""
+        nodes it served and the groups (batched calls) it ran, its whole-call
+        programs (calls they ran, programs built and kept), under backend="tvm"
+        the measured choice between programs and group-by-group TVM plans, and
+        per compiled body its signature, whether it batches, and its calls by
+        backend when it ran group by group."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
         return {
             "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,
             "functions": ["%s.%s (recurses at %s)" % (type(m.owner).__name__, m.name, m.location)
                           for m in self.methods],
             "calls": self.served, "nodes": self.nodes, "batched_calls": self.groups,
-            "traces": self.traces,
+            "traces": self.traces, "arrays_differed": self.arrays_differed,
+            "tvm_check": self.tvm_check.report() if self.tvm_check else None,
+            "programs": self.programs.report(),
             "bodies": [{"function": str(body.function), "signature": body.describe(),
                         "returns": str(body.output_type),
                         "batched": True if body.graph.batched else body.graph.not_batched,

@@ -15,12 +15,13 @@ class Inconsistent(Exception):
 
 
 class Node:
-    __slots__ = ("step", "branches", "body")
+    __slots__ = ("step", "branches", "body", "compiled")
 
     def __init__(self):
         self.step = None       # the step taken here; None at a leaf
         self.branches = {}     # what the step found -> Node
         self.body = None       # at a leaf: the compiled body
+        self.compiled = None   # the step as discovery.Step, once walked
 
 
 class Signatures:
@@ -30,6 +31,8 @@ class Signatures:
     def __init__(self):
         self.roots = collections.defaultdict(Node)   # function -> Node
         self.bodies = []
+        self.paths = {}        # path -> discovery.PathRef, interned
+        self.walkers = None    # function -> its compiled walk (compiled_walk.py)
 
     def add(self, function, steps, body):
         node = self.roots[function]
@@ -44,6 +47,8 @@ class Signatures:
                                % function.name)
         node.body = body
         self.bodies.append(body)
+        if self.walkers:
+            self.walkers.clear()   # compiled from the signatures before this body
 
     def most_varied_step(self):
         """(function, step, number of distinct findings) of the step whose findings

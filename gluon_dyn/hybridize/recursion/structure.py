@@ -38,43 +38,57 @@ def observe(value):
     """What a body may depend on in `value` (hashable): for arrays shape and dtype,
     for Python values the value, for sequences and dicts their length and keys,
     for objects their type."""
+    finder = FINDERS.get(type(value))
+    if finder is None:
+        finder = FINDERS[type(value)] = _finder(value)
+    return finder(value)
+
+
+def _finder(value):
+    """How values of `value`'s type are observed: every check below depends on
+    the type alone (matching a node runs this per value read, so it is looked
+    up by type once)."""
+    kind = type(value)
     if isinstance(value, mx.nd.NDArray):
-        return ("array", value.shape, value.dtype)
+        return lambda array: ("array", array.shape, array.dtype)
     if isinstance(value, OBSERVED_TYPES + NUMBER_TYPES):
-        return ("value", type(value), value)
+        return lambda python_value: ("value", kind, python_value)
     if isinstance(value, (list, tuple)):
-        return ("sequence", type(value), len(value))
+        return lambda sequence: ("sequence", kind, len(sequence))
     if isinstance(value, dict):
-        return ("dict", type(value), tuple(value))
+        return lambda mapping: ("dict", kind, tuple(mapping))
     if isinstance(value, Raised):
-        return ("raises", type(value.error))
+        return lambda raised: ("raises", type(raised.error))
     if inspect.ismethod(value):
-        return ("method", value.__func__)
-    if hasattr(value, "__dict__") and not isinstance(value, (gluon.Block, type)) \
-            and not callable(value):
-        return ("object", type(value))
-    return ("unsupported", type(value))
+        return lambda method: ("method", method.__func__)
+    if not isinstance(value, (gluon.Block, type)) and not callable(value):
+        # Whether an object has a __dict__ can differ between objects of a type.
+        return lambda thing: ("object", kind) if hasattr(thing, "__dict__") else (
+            "unsupported", kind)
+    return lambda thing: ("unsupported", kind)
+
+
+FINDERS = {}   # type -> its values' findings (observe)
 
 
 def apply(value, step):
     """The value one step along a path from `value`; a Raised if reading raises."""
-    kind = step[0]
     try:
-        if kind == "attr":
-            return getattr(value, step[1])
-        if kind in ("item", "key"):
-            return value[step[1]]
-        if kind == "len":
-            return len(value)
-        if kind == "bool":
-            return bool(value)
-        if kind == "iter":
-            return list(value)
-        if kind == "call":
-            return value(*step[1], **dict(step[2]))
-        return repr(value)   # "repr"
+        return reader(step)(value)
     except Exception as error:  # noqa: BLE001 - the body sees the same error
         return Raised(error)
+
+
+def reader(step):
+    """The function taking one step along a path (it raises what reading raises)."""
+    kind = step[0]
+    if kind == "attr":
+        return operator.attrgetter(step[1])
+    if kind in ("item", "key"):
+        return operator.itemgetter(step[1])
+    if kind == "call":
+        return lambda method: method(*step[1], **dict(step[2]))
+    return {"len": len, "bool": bool, "iter": list, "repr": repr}[kind]
 
 
 def data_finding(values):
