@@ -11,7 +11,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import guards, stale_gradients
+from . import gradient_sums, guards, stale_gradients
 from .outputs import rebuild_outputs
 from .python_state import tensor_attributes
 
@@ -29,11 +29,10 @@ class GraphExecutor:
         self.capture = capture
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
-        # Inference runs with memory (and shapes, if exact) planned once. Recorded
-        # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
-        # wrong input gradients for some graphs (tests/test_generated_programs.py,
-        # "static_alloc backward").
-        self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture))
+        # Memory (and shapes, if exact) is planned once. A recorded run's graph reads
+        # no node output often enough for MXNet 1.9.1's planned backward to sum its
+        # gradients in place, which some operators get wrong (gradient_sums.py).
+        self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_planned_flags(capture))
         # Such a graph waits for its own nodes' shapes anyway: waiting for its outputs
         # too makes a failure (a Dense on a mask that kept no rows) the call's, where
         # the runner raises it as the forward as written does.
@@ -74,11 +73,13 @@ class GraphExecutor:
         if not autograd.is_recording():
             return self._inference_op
         if self._recording_op is None:
-            self._recording_op = mx.nd.CachedOp(self.capture.symbol)
+            symbol, flags = gradient_sums.planned_recording(self.capture.symbol,
+                                                            _planned_flags(self.capture))
+            self._recording_op = mx.nd.CachedOp(symbol, flags=flags)
         return self._recording_op
 
 
-def _inference_flags(capture):
+def _planned_flags(capture):
     """Memory is planned once per graph; shapes too when the graph serves one set of
     input shapes (`exact`) and MXNet can infer all of them before it runs. A graph
     with an operator whose output shape depends on the data (boolean_mask) runs
