@@ -104,6 +104,13 @@ def bound_reads(symbol, cap=None):
                                                          **{_UNMERGED: str(index)}))
     identities = {}   # producer's index -> the identity nodes placed right after it
 
+    def identity_of(entry, producer):
+        placed = identities.setdefault(producer, [])
+        name = "%s_read%d" % (nodes[producer]["name"], len(placed))
+        placed.append({"op": "identity", "name": name, "inputs": [entry],
+                       "attrs": {_UNMERGED: name}})
+        return [placed[-1], 0, 0]
+
     def spread(entry, readers, producer):
         """Point `readers` at `entry` (a [node, output, 0] reference) or at
         identities of it, fewer than `cap` at each."""
@@ -112,18 +119,18 @@ def bound_reads(symbol, cap=None):
             if len(group) == 1:
                 kind, position = group[0]
                 (graph["heads"] if kind == "head" else nodes[kind]["inputs"])[position] = entry
-                continue
-            placed = identities.setdefault(producer, [])
-            name = "%s_read%d" % (nodes[producer]["name"], len(placed))
-            identity = {"op": "identity", "name": name, "inputs": [entry],
-                        "attrs": {_UNMERGED: name}}
-            placed.append(identity)
-            spread([identity, 0, 0], group, producer)
+            else:
+                spread(identity_of(entry, producer), group, producer)
 
     unmerged = list(range(len(nodes)))
     for (node, output), readers in _readers(graph, unmerged).items():
         if len(readers) >= cap:
-            spread([node, output, 0], readers, node)
+            # An identity of a graph input copies it (MXNet plans no node in place on
+            # an input); an identity of a node's output shares its memory. So a
+            # crowded input is copied once, and the tree spreads from the copy.
+            entry = [node, output, 0]
+            spread(identity_of(entry, node) if nodes[node]["op"] == "null" else entry,
+                   readers, node)
     return graph_json.load_symbol(_in_order(graph, identities))
 
 
