@@ -133,13 +133,13 @@ def main():
             ms = {name: timing.median_ms for name, timing in timings.items()}
             rows.append(["%s, %d" % (kind.upper(), batch)] + [ms[name] for name in names] +
                         [harness.ratio(ms[name], ms["dynamic"]) for name in names
-                         if name not in ("imperative", "dynamic")])
+                         if name != "dynamic"])
     harness.print_table(
         "hidden %d, %d steps, %s, ms per call" % (
             args.hidden, args.steps, "training (forward and backward)" if args.train
             else "inference"),
         ["cell, batch"] + names + ["dynamic vs %s" % name for name in names
-                                   if name not in ("imperative", "dynamic")], rows)
+                                   if name != "dynamic"], rows)
 
 
 if __name__ == "__main__":

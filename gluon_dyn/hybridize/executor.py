@@ -29,9 +29,12 @@ class GraphExecutor:
         self.capture = capture
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
-        # Memory (and shapes, if exact) is planned once. A recorded run's graph reads
-        # no node output often enough for MXNet 1.9.1's planned backward to sum its
-        # gradients in place, which some operators get wrong (gradient_sums.py).
+        # Memory (and shapes, if exact) is planned once, for inference and recorded
+        # runs alike. A recorded run's graph reads no node output often enough for
+        # MXNet 1.9.1's planned backward to sum its gradients in place, which some
+        # operators get wrong (gradient_sums.py). Each call gets new output arrays,
+        # and a recorded call keeps its planned memory until its backward (MXNet
+        # plans another for a call made meanwhile).
         self._inference_op = mx.nd.CachedOp(capture.symbol, flags=_planned_flags(capture))
         # Such a graph waits for its own nodes' shapes anyway: waiting for its outputs
         # too makes a failure (a Dense on a mask that kept no rows) the call's, where
