@@ -23,9 +23,13 @@ CELLS = {"rnn": gluon.rnn.RNNCell, "gru": gluon.rnn.GRUCell, "lstm": gluon.rnn.L
 # The torch.nn cell computing what each Gluon cell computes (same gate order and layouts).
 TORCH_CELLS = {gluon.rnn.RNNCell: "RNNCell", gluon.rnn.GRUCell: "GRUCell",
                gluon.rnn.LSTMCell: "LSTMCell"}
-# The fused layer computing what each Gluon cell computes over a sequence.
-FUSED_LAYERS = {gluon.rnn.RNNCell: gluon.rnn.RNN, gluon.rnn.GRUCell: gluon.rnn.GRU,
-                gluon.rnn.LSTMCell: gluon.rnn.LSTM}
+# The fused layer computing what each Gluon cell (with its default activations)
+# computes over a sequence.
+FUSED_LAYERS = {gluon.rnn.RNNCell: lambda hidden, inputs: gluon.rnn.RNN(
+                    hidden, activation="tanh", input_size=inputs),
+                gluon.rnn.GRUCell: lambda hidden, inputs: gluon.rnn.GRU(hidden, input_size=inputs),
+                gluon.rnn.LSTMCell: lambda hidden, inputs: gluon.rnn.LSTM(hidden,
+                                                                          input_size=inputs)}
 # Outputs of 100 steps at hidden 512 agree to this across implementations.
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -72,7 +76,7 @@ def fused_layer(cell):
     """The fused layer (MXNet's RNN operator) with `cell`'s weights, its per-step
     outputs stacked as Loop's, hybridized with static_alloc and static_shape."""
     hidden, inputs = cell.h2h_weight.shape[1], cell.i2h_weight.shape[1]
-    fused = FUSED_LAYERS[type(cell)](hidden, input_size=inputs)
+    fused = FUSED_LAYERS[type(cell)](hidden, inputs)
     fused.initialize()
     for name in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"):
         getattr(fused, "l0_" + name).set_data(getattr(cell, name).data().copy())
