@@ -11,7 +11,7 @@ graph, and the faster of the two serves calls. Every one of these choices is a
 gluon_dyn.measure.MeasuredChoice: MXNet stays unless TVM is faster by a margin
 in two measurements, and the choices are measured again when the plan serving
 calls runs much slower than the alternative did, and at scheduled re-checks;
-the report gives each measurement (when, what, the medians, the outcome).
+the report gives each measurement (when, what, the times, the outcome).
 Inference only: training keeps MXNet, whose backward TVM does not provide.
 
 A graph holding _cond/_while_loop (which run in MXNet) is partitioned on types
@@ -204,9 +204,9 @@ class SegmentedGraph:
             if step.function is not None and step.choice is not False:
                 self._choose_backend(step, args, why)
             _store(values, step.writes, step.run(*args))
-        medians = _decide(self.choice, {PLAN: lambda: _wait(self._run_plan(inputs)),
+        times = _decide(self.choice, {PLAN: lambda: _wait(self._run_plan(inputs)),
                                         WHOLE: lambda: _wait(self._run_whole(inputs))}, why)
-        self.plan_ms, self.whole_ms = medians[PLAN], medians[WHOLE]
+        self.plan_ms, self.whole_ms = times[PLAN], times[WHOLE]
 
     @staticmethod
     def _choose_backend(step, args, why):
@@ -292,7 +292,7 @@ class SegmentedGraph:
     def report(self):
         """Where each segment runs and why: a dict with the plan's and the whole
         graph's last measured times (ms), the choice between them (its
-        measurements: when, medians, outcome) and, per segment, its backend, op
+        measurements: when, times, outcome) and, per segment, its backend, op
         count, ops ({op: count}), last times (ms) of each backend tried and its
         choice, compile and tuning seconds (0 when loaded from the cache; None
         when not done), how often its parameters were prepared, and boundary
@@ -321,11 +321,11 @@ class SegmentedGraph:
 
 def _decide(choice, variants, why):
     """Time `variants` (name -> fn) interleaved and let `choice` decide, measuring
-    again while it waits to confirm a faster variant; the last medians (ms)."""
+    again while it waits to confirm a faster variant; the last times (ms)."""
     choice.decide(interleaved_samples(variants, repeats=REPEATS), why)
     while choice.confirming:
         choice.decide(interleaved_samples(variants, repeats=REPEATS), why + ", confirming")
-    return dict(choice.history[-1]["medians_ms"])
+    return dict(choice.history[-1]["times_ms"])
 
 
 def _cached_op(symbol, static_shape):

@@ -176,7 +176,7 @@ class BlockRunner:
             warnings.warn("gluon_dyn: %s.%s runs as written: its graphs measured slower (%s); "
                           "the choice is measured again later" % (
                               type(self.block).__name__, self.function.__name__,
-                              self.speed_check.choice.history[-1]["medians_ms"]),
+                              self.speed_check.choice.history[-1]["times_ms"]),
                           stacklevel=user_stacklevel())
         return result
 
