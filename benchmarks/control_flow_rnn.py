@@ -1,12 +1,15 @@
 """MXNet's own control-flow benchmark configuration (benchmark/python/control_flow/rnn.py):
-RNN, GRU and LSTM cells, hidden 512, 100 steps, batch 1 and 32, inference.
+RNN, GRU and LSTM cells, hidden 512, 100 steps, batch 1 and 32, inference or
+(--train) training: forward under autograd.record() and backward.
 
 Variants (benchmarks/harness.py: outputs checked against the imperative run,
 fresh inputs, warm-up, interleaved, medians):
 - imperative: a plain Block looping over the cell in Python;
 - dynamic:    the same Block, hybridize(dynamic=True);
 - foreach:    a HybridBlock written by hand with F.contrib.foreach, hybridize(static_alloc=True);
-- pytorch eager: the same loop over the torch.nn cell with the same weights (`make bench-extra`).
+- fused:      gluon.rnn.RNN/GRU/LSTM, MXNet's fused RNN operator (oneDNN), same weights;
+- pytorch eager, torch.compile: the same loop over the torch.nn cell with the same
+  weights (`make bench-extra`).
 """
 import argparse
 
@@ -20,6 +23,15 @@ CELLS = {"rnn": gluon.rnn.RNNCell, "gru": gluon.rnn.GRUCell, "lstm": gluon.rnn.L
 # The torch.nn cell computing what each Gluon cell computes (same gate order and layouts).
 TORCH_CELLS = {gluon.rnn.RNNCell: "RNNCell", gluon.rnn.GRUCell: "GRUCell",
                gluon.rnn.LSTMCell: "LSTMCell"}
+# The fused layer computing what each Gluon cell (with its default activations)
+# computes over a sequence.
+FUSED_LAYERS = {gluon.rnn.RNNCell: lambda hidden, inputs: gluon.rnn.RNN(
+                    hidden, activation="tanh", input_size=inputs),
+                gluon.rnn.GRUCell: lambda hidden, inputs: gluon.rnn.GRU(hidden, input_size=inputs),
+                gluon.rnn.LSTMCell: lambda hidden, inputs: gluon.rnn.LSTM(hidden,
+                                                                          input_size=inputs)}
+# Outputs of 100 steps at hidden 512 agree to this across implementations.
+RTOL, ATOL = 1e-3, 1e-4
 
 
 class Loop(gluon.Block):
@@ -60,6 +72,18 @@ def torch_cell(torch, cell):
     return twin
 
 
+def fused_layer(cell):
+    """The fused layer (MXNet's RNN operator) with `cell`'s weights, its per-step
+    outputs stacked as Loop's, hybridized with static_alloc and static_shape."""
+    hidden, inputs = cell.h2h_weight.shape[1], cell.i2h_weight.shape[1]
+    fused = FUSED_LAYERS[type(cell)](hidden, inputs)
+    fused.initialize()
+    for name in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"):
+        getattr(fused, "l0_" + name).set_data(getattr(cell, name).data().copy())
+    fused.hybridize(static_alloc=True, static_shape=True)
+    return fused
+
+
 def torch_steps(torch, twin, seq):
     """The per-step outputs of `twin` over `seq` (steps, batch, features), in a Python loop."""
     state = None
@@ -70,7 +94,7 @@ def torch_steps(torch, twin, seq):
     return torch.stack(outputs)
 
 
-def variants(kind, hidden, batch, torch):
+def variants(kind, hidden, batch, torch, train):
     mx.random.seed(0)
     nets = {"imperative": Loop(CELLS[kind](hidden, input_size=hidden)),
             "dynamic": Loop(CELLS[kind](hidden, input_size=hidden)),
@@ -80,13 +104,13 @@ def variants(kind, hidden, batch, torch):
     harness.copy_params(nets["imperative"], nets["dynamic"], nets["foreach"])
     nets["dynamic"].hybridize(dynamic=True)
     nets["foreach"].hybridize(static_alloc=True)
-    result = [harness.Variant(name, harness.gluon_call(net)) for name, net in nets.items()]
+    nets["fused"] = fused_layer(nets["imperative"].cell)
+    result = [harness.Variant(name, harness.gluon_call(net, train), rtol=RTOL, atol=ATOL)
+              for name, net in nets.items()]
     if torch is not None:
         twin = torch_cell(torch, nets["imperative"].cell)
-        result.append(harness.Variant(
-            "pytorch eager", harness.torch_call(torch, lambda seq: torch_steps(torch, twin, seq),
-                                                list(twin.parameters())),
-            prepare=harness.torch_tensors(torch)))
+        result += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
+                                         list(twin.parameters()), train, RTOL, ATOL)
     return result
 
 
@@ -95,24 +119,31 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--cells", default=",".join(CELLS),
+                        help="comma-separated, of %s" % ", ".join(CELLS))
+    parser.add_argument("--train", action="store_true",
+                        help="time forward and backward under autograd.record()")
     args = parser.parse_args()
     torch = harness.import_torch()
+    names = ["imperative", "dynamic", "foreach", "fused"] + (
+        ["pytorch eager", "torch.compile"] if torch else [])
     rows = []
-    for kind in CELLS:
+    for kind in args.cells.split(","):
         for batch in (1, 32):
             timings = harness.compare(
-                variants(kind, args.hidden, batch, torch),
+                variants(kind, args.hidden, batch, torch, args.train),
                 lambda call: (harness.normal_array((args.steps, batch, args.hidden), call),),
                 args.repeats)
             ms = {name: timing.median_ms for name, timing in timings.items()}
-            rows.append(["%s, %d" % (kind.upper(), batch), ms["imperative"], ms["dynamic"],
-                         ms["foreach"], ms.get("pytorch eager", "-"),
-                         harness.ratio(ms["imperative"], ms["dynamic"]),
-                         harness.ratio(ms["foreach"], ms["dynamic"])])
+            rows.append(["%s, %d" % (kind.upper(), batch)] + [ms[name] for name in names] +
+                        [harness.ratio(ms[name], ms["dynamic"]) for name in names
+                         if name != "dynamic"])
     harness.print_table(
-        "hidden %d, %d steps, inference, ms per call" % (args.hidden, args.steps),
-        ["cell, batch", "imperative", "dynamic", "foreach", "pytorch eager",
-         "dynamic vs imperative", "dynamic vs foreach"], rows)
+        "hidden %d, %d steps, %s, ms per call" % (
+            args.hidden, args.steps, "training (forward and backward)" if args.train
+            else "inference"),
+        ["cell, batch"] + names + ["dynamic vs %s" % name for name in names
+                                   if name != "dynamic"], rows)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,13 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
-from gluon_dyn.measure import timed_ms
+from gluon_dyn.measure import CONFIRMATIONS, MIN_SAMPLES, timed_ms
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Calls before timing starts: hybridize(dynamic=True) profiles 3 calls, traces on
-# the 4th and alternates graph and Python for the next 10 (its speed check).
-WARMUP = 16
+# the 4th, then its speed check alternates graph and Python until each has
+# MIN_SAMPLES timings, CONFIRMATIONS times over, before the graph serves every call.
+WARMUP = 4 + 2 * MIN_SAMPLES * CONFIRMATIONS
 
 
 def _same(arguments):
@@ -246,6 +247,16 @@ def torch_call(torch, forward, parameters, train=False):
         out.sum().backward()
         return out
     return run
+
+
+def torch_variants(torch, forward, parameters, train=False, rtol=1e-4, atol=1e-5):
+    """PyTorch eager and torch.compile running `forward` (none without torch)."""
+    if torch is None:
+        return []
+    return [Variant(name, torch_call(torch, run, parameters, train),
+                    prepare=torch_tensors(torch), rtol=rtol, atol=atol)
+            for name, run in (("pytorch eager", forward),
+                              ("torch.compile", torch.compile(forward)))]
 
 
 def command_line():

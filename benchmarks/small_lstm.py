@@ -5,8 +5,8 @@ fresh inputs, warm-up, interleaved, medians), inference and training:
 - imperative:      the Block as written, run op by op;
 - dynamic:         the same Block, net.hybridize(dynamic=True);
 - hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True);
-- pytorch eager:   the same loop over torch.nn.LSTMCell with the same weights, for
-                   context, when the optional benchmark extra is installed (`make bench-extra`).
+- pytorch eager, torch.compile: the same loop over torch.nn.LSTMCell with the same
+                   weights, when the optional benchmark extra is installed (`make bench-extra`).
 """
 import argparse
 
@@ -18,6 +18,7 @@ import harness
 from control_flow_rnn import torch_cell
 
 HIDDEN, BATCH, STEPS, INPUT = 64, 1, 50, 64
+COMPARED = ("hand-unrolled", "pytorch eager", "torch.compile")   # with dynamic, in the table
 
 
 class LoopLSTM(gluon.Block):
@@ -71,10 +72,7 @@ def variants(train, torch):
     nets["hand-unrolled"].hybridize(static_alloc=True)
     result = [harness.Variant(name, harness.gluon_call(net, train)) for name, net in nets.items()]
     if torch is not None:
-        forward, parameters = torch_loop(torch, nets["imperative"])
-        result.append(harness.Variant("pytorch eager",
-                                      harness.torch_call(torch, forward, parameters, train),
-                                      prepare=harness.torch_tensors(torch)))
+        result += harness.torch_variants(torch, *torch_loop(torch, nets["imperative"]), train)
     return result, nets["dynamic"]
 
 
@@ -90,17 +88,16 @@ def main():
             runs, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
         ms = {name: timing.median_ms for name, timing in timings.items()}
         rows.append(["training" if train else "inference", ms["imperative"],
-                     "%.2f (%s)" % (ms["dynamic"], harness.ratio(ms["imperative"], ms["dynamic"])),
-                     "%.2f (dynamic %s)" % (ms["hand-unrolled"],
-                                            harness.ratio(ms["hand-unrolled"], ms["dynamic"])),
-                     "%.2f (dynamic %s)" % (ms["pytorch eager"], harness.ratio(
-                         ms["pytorch eager"], ms["dynamic"])) if torch else "-"])
+                     "%.2f (%s)" % (ms["dynamic"], harness.ratio(ms["imperative"], ms["dynamic"]))]
+                    + ["%.2f (dynamic %s)" % (ms[name], harness.ratio(ms[name], ms["dynamic"]))
+                       if name in ms else "-" for name in COMPARED])
         print("%s, dynamic block's statements: %s" % (
             rows[-1][0], gluon_dyn.hybridize.report(dynamic)["statements"]))
     harness.print_table(
         "LSTMCell loop, hidden %d, batch %d, %d steps, ms per sequence" % (HIDDEN, BATCH, STEPS),
         ["mode", "imperative", "`hybridize(dynamic=True)`",
-         "hand-unrolled HybridBlock, `static_alloc=True`", "PyTorch eager"], rows)
+         "hand-unrolled HybridBlock, `static_alloc=True`", "PyTorch eager", "torch.compile"],
+        rows)
 
 
 if __name__ == "__main__":

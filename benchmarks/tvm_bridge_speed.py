@@ -29,7 +29,7 @@ from mxnet import gluon
 import gluon_dyn
 import harness
 import tvm_bridge
-from control_flow_rnn import Loop, torch_cell, torch_steps
+from control_flow_rnn import Loop, fused_layer, torch_cell, torch_steps
 from small_lstm import BATCH, HIDDEN, INPUT, STEPS, LoopLSTM, UnrolledLSTM, torch_loop
 from tvm_bridge.gemm_choice import measured_gemms
 from tvm_bridge.runtime import configure_threads
@@ -42,16 +42,6 @@ def tvm_options(cache_root, name, trials=None):
     if trials:
         options["tune"] = trials
     return options
-
-
-def torch_variants(torch, forward, parameters):
-    """PyTorch eager and torch.compile running `forward`."""
-    if torch is None:
-        return []
-    return [harness.Variant(name, harness.torch_call(torch, run, parameters),
-                            prepare=harness.torch_tensors(torch))
-            for name, run in (("pytorch eager", forward),
-                              ("torch.compile", torch.compile(forward)))]
 
 
 def table(title, timings, reference):
@@ -90,22 +80,12 @@ def small_lstm(args, torch, cache_root):
     nets["hand-unrolled static"].hybridize(static_alloc=True, static_shape=True)
     variants = [harness.Variant(name, harness.gluon_call(net)) for name, net in nets.items()]
     if torch is not None:
-        variants += torch_variants(torch, *torch_loop(torch, nets["imperative"]))
+        variants += harness.torch_variants(torch, *torch_loop(torch, nets["imperative"]))
     timings = harness.compare(
         variants, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
     table("small LSTM (hidden %d, batch %d, %d steps), inference" % (HIDDEN, BATCH, STEPS),
           timings, "imperative")
     plan_summary(nets["dynamic tvm"])
-
-
-def fused_lstm(cell, hidden):
-    """gluon.rnn.LSTM (MXNet's fused RNN operator) with `cell`'s weights."""
-    fused = gluon.rnn.LSTM(hidden, input_size=hidden)
-    fused.initialize()
-    for name in ("i2h_weight", "h2h_weight", "i2h_bias", "h2h_bias"):
-        getattr(fused, "l0_" + name).set_data(getattr(cell, name).data().copy())
-    fused.hybridize(static_alloc=True, static_shape=True)
-    return fused
 
 
 def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
@@ -124,14 +104,12 @@ def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
                 for name, net in nets.items()]
     cell = nets["dynamic mxnet"].cell
     variants.append(harness.Variant("gluon.rnn.LSTM (fused)",
-                                    harness.gluon_call(fused_lstm(cell, hidden)),
+                                    harness.gluon_call(fused_layer(cell)),
                                     rtol=1e-3, atol=1e-4))
     if torch is not None:
         twin = torch_cell(torch, cell)
-        for variant in torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
-                                      list(twin.parameters())):
-            variant.rtol, variant.atol = 1e-3, 1e-4
-            variants.append(variant)
+        variants += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
+                                           list(twin.parameters()), rtol=1e-3, atol=1e-4)
     timings = harness.compare(
         variants, lambda call: (harness.normal_array((steps, batch, hidden), call),),
         max(3, args.repeats // 10), warmup=8)

@@ -34,9 +34,9 @@ import harness  # noqa: E402
 import tvm_bridge  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_flow_rnn import torch_cell, torch_steps  # noqa: E402
+from control_flow_rnn import fused_layer, torch_cell, torch_steps  # noqa: E402
 from small_lstm import UnrolledLSTM, torch_loop  # noqa: E402
-from tvm_bridge_speed import fused_lstm, lenet, torch_variants  # noqa: E402
+from tvm_bridge_speed import lenet  # noqa: E402
 
 MXNET = "mxnet hybridized"  # the reference variant
 
@@ -103,8 +103,8 @@ def small_lstm(args, torch):
     tuned_name = "compile_block tuned (%d trials)" % args.trials
     tuned, tuned_block = compiled_variant(compile_s, tuned_name, net, example, args.cache_dir,
                                           tune=args.trials)
-    variants += [untuned, tuned] + torch_variants(torch, *torch_loop(torch, net)) if torch \
-        else [untuned, tuned]
+    variants += [untuned, tuned] + harness.torch_variants(torch, *torch_loop(torch, net)) \
+        if torch else [untuned, tuned]
     measure_and_print("(a) LSTM hidden 64, batch 1, 50 steps, inference", variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s, args.repeats)
     describe_plan(tuned_name, tuned_block)
@@ -115,17 +115,15 @@ def control_flow_config(args, torch, batch, hidden=512, steps=100):
     net = UnrolledCellLoop(gluon.rnn.LSTMCell(hidden, input_size=hidden), steps, batch)
     variants, compile_s = [hybridized(net)], {}
     variants.append(harness.Variant("gluon.rnn.LSTM (fused)",
-                                    harness.gluon_call(fused_lstm(net.cell, hidden)),
+                                    harness.gluon_call(fused_layer(net.cell)),
                                     rtol=1e-3, atol=1e-4))
     variant, compiled = compiled_variant(compile_s, "compile_block b%d" % batch, net,
                                          (harness.normal_array(shape, 0),), args.cache_dir)
     variants.append(variant)
     if torch is not None:
         twin = torch_cell(torch, net.cell)
-        for torch_variant in torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
-                                            list(twin.parameters())):
-            torch_variant.rtol, torch_variant.atol = 1e-3, 1e-4
-            variants.append(torch_variant)
+        variants += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
+                                           list(twin.parameters()), rtol=1e-3, atol=1e-4)
     measure_and_print("(b) LSTM hidden %d, %d steps, batch %d, inference (outputs stacked)"
                       % (hidden, steps, batch), variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s,
@@ -155,7 +153,7 @@ def lenet_speed(args, torch, batch):
                                          (harness.normal_array(shape, 0),), args.cache_dir)
     variants.append(variant)
     if torch is not None:
-        variants += torch_variants(torch, *torch_lenet(torch, net))
+        variants += harness.torch_variants(torch, *torch_lenet(torch, net))
     measure_and_print("(c) LeNet, batch %d, inference" % batch, variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s, args.repeats)
     describe_plan("compile_block", compiled)

@@ -18,9 +18,9 @@ then the taken branch's graph as a part of its own. MXNet's `_cond` operator
 costs ~150 us a call on this machine where this costs ~50, and a branch never
 taken is never built.
 
-Recorded runs (training) use parts without static_alloc (MXNet 1.9.1 computes
-wrong input gradients with it for some graphs, see executor.py) and give the
-lone operator its non-differentiable inputs (a mask) detached: MXNet 1.9.1
+Recorded runs (training) plan a static part's memory too, its graph rewritten
+so MXNet 1.9.1's planned backward sums no gradient in place (gradient_sums.py),
+and give the lone operator its non-differentiable inputs (a mask) detached: MXNet 1.9.1
 crashes (SIGSEGV) in a backward through a boolean_mask whose mask is recorded,
 and no gradient flows to a mask anyway.
 """
@@ -32,6 +32,7 @@ from mxnet import autograd
 from .. import graph_json
 from ..ops.check import SOURCE_ATTR
 from ..ops.gradient_flow import NON_DIFFERENTIABLE_INPUTS
+from . import gradient_sums
 
 _ANCHOR = "gluon_dyn_anchor"
 
@@ -48,19 +49,23 @@ class _Part:
             reads = [anchor]
         self.symbol, self.reads, self.gives = symbol, reads, gives
         self.lone_op = lone_op          # the data-dependent operator's name, or None
-        # static_alloc, for a static part outside autograd (never with a mask inside).
+        # static_alloc, for a static part (never with a mask inside).
         self.planned = lone_op is None and not graph_json.holds_ops(
             symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
         self.detached = NON_DIFFERENTIABLE_INPUTS.get(lone_op, ())
-        self.ops = {}                   # "planned"/"unplanned" -> CachedOp, built when first run
+        self.ops = {}                   # (planned, recording) -> CachedOp, built when first run
         self.builds = 0
         self.calls = 0
 
-    def op(self, planned):
-        kind = "planned" if planned and self.planned else "unplanned"
+    def op(self, planned, recording):
+        kind = (planned and self.planned, recording)
         if kind not in self.ops:
-            self.ops[kind] = mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True)]
-                                            if kind == "planned" else [])
+            symbol, flags = self.symbol, []
+            if kind == (True, True):
+                symbol, flags = gradient_sums.planned_recording(symbol, [("static_alloc", True)])
+            elif kind[0]:
+                flags = [("static_alloc", True)]
+            self.ops[kind] = mx.nd.CachedOp(symbol, flags=flags)
             self.builds += 1
         return self.ops[kind]
 
@@ -72,8 +77,8 @@ class _Part:
                       for k, a in enumerate(arrays)]
         # An empty array (a mask that kept no rows) has an unknown shape to MXNet
         # 1.9.1, which static_alloc cannot plan for: such a call runs unplanned.
-        planned = not recording and all(a.size for a in arrays)
-        results = self.op(planned)(*arrays)
+        planned = all(a.size for a in arrays)
+        results = self.op(planned, recording)(*arrays)
         results = results if isinstance(results, list) else [results]
         if self.lone_op is not None:
             # Its output shapes are known once it ran: the next part's shapes are

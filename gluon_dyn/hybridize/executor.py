@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import guards, stale_gradients
+from . import gradient_sums, guards, stale_gradients
 from .capture import ArgumentInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
@@ -40,10 +40,12 @@ class GraphExecutor:
                    for axis in sorted(open_dims[source.index])}
             for name, source in zip(capture.symbol.list_inputs(), capture.inputs)
             if isinstance(source, ArgumentInput) and source.index in (open_dims or {})}
-        # Inference runs with memory (and shapes, if exact) planned once. Recorded
-        # runs use a CachedOp without static_alloc: with it MXNet 1.9.1 computes
-        # wrong input gradients for some graphs (tests/test_generated_programs.py,
-        # "static_alloc backward").
+        # Memory (and shapes, if exact) is planned once, for inference and recorded
+        # runs alike. A recorded run's graph reads no node output often enough for
+        # MXNet 1.9.1's planned backward to sum its gradients in place, which some
+        # operators get wrong (gradient_sums.py). Each call gets new output arrays,
+        # and a recorded call keeps its planned memory until its backward (MXNet
+        # plans another for a call made meanwhile).
         # A graph with an operator whose output shape depends on the data
         # (boolean_mask) runs cut around it (cut_graph.py). It waits for its own
         # nodes' shapes anyway: waiting for its outputs too makes a failure (a Dense
@@ -54,7 +56,7 @@ class GraphExecutor:
         self._waits = self._cut or graph_json.holds_ops(
             capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
         self._inference_op = (CutGraph(capture.symbol) if self._cut else
-                              mx.nd.CachedOp(capture.symbol, flags=_inference_flags(capture)))
+                              mx.nd.CachedOp(capture.symbol, flags=_planned_flags(capture)))
         self._recording_op = None
 
     def run(self, block, args):
@@ -99,12 +101,16 @@ class GraphExecutor:
         if not autograd.is_recording():
             return self._inference_op
         if self._recording_op is None:
-            self._recording_op = (CutGraph(self.capture.symbol, recording=True) if self._cut
-                                  else mx.nd.CachedOp(self.capture.symbol))
+            if self._cut:
+                self._recording_op = CutGraph(self.capture.symbol, recording=True)
+            else:
+                symbol, flags = gradient_sums.planned_recording(self.capture.symbol,
+                                                                _planned_flags(self.capture))
+                self._recording_op = mx.nd.CachedOp(symbol, flags=flags)
         return self._recording_op
 
 
-def _inference_flags(capture):
+def _planned_flags(capture):
     """Memory is planned once per graph; shapes too when the graph serves one set of
     input shapes (`exact`) and MXNet can infer all of them before it runs. A
     data-dependent shape inside a control-flow node (a mask in a cond's branch)
