@@ -6,6 +6,8 @@ import time
 
 import mxnet as mx
 
+from . import machine_load
+
 # A variant's time in a measurement: this quantile of its timed calls. Load from
 # other processes only ever adds time, so a low quantile follows what a variant
 # costs on its own: with a busy process on the other core, medians of the same
@@ -29,6 +31,12 @@ SUSPECT_RATIO = 1.5
 # Measured again anyway at these call counts (the machine's load changes: a
 # choice made while another process held a core may be wrong once it is gone).
 FIRST_RECHECK, RECHECK_GROWTH = 100, 10
+# Measured again when other processes keep this many CPUs more or fewer busy than
+# during the last measurement (machine_load.py), once LOAD_RECHECK_CALLS calls
+# were served since it: the variant not chosen may have gained or lost most, and
+# it is never observed while the chosen one serves.
+LOAD_CHANGE = 0.5
+LOAD_RECHECK_CALLS = 4 * SAMPLE_EVERY
 
 
 def typical_seconds(samples):
@@ -97,7 +105,8 @@ class MeasuredChoice:
     - Serving calls report to `served(seconds)`: every SAMPLE_EVERY-th call is
       timed (`wants_timing()`). `recheck_due()` says when to measure again: the
       recent timed calls are SUSPECT_RATIO times slower than the best alternative
-      was, a challenger waits for confirmation, or a scheduled re-check
+      was, a challenger waits for confirmation, the machine's load changed
+      since the last measurement (LOAD_CHANGE), or a scheduled re-check
       (FIRST_RECHECK calls, then RECHECK_GROWTH times as many) is reached.
     - `history` says what was compared and when: per measurement the call count,
       the wall-clock time, the times (ms), the choice and why.
@@ -120,6 +129,8 @@ class MeasuredChoice:
         # a difference between serving and measuring costs few re-checks.
         self._suspect_ratio = SUSPECT_RATIO
         self._suspected = False
+        self._load = None            # other processes' busy CPUs at the last measurement
+        self._measured_at = 0        # self.calls then
 
     @property
     def confirming(self):
@@ -152,6 +163,7 @@ class MeasuredChoice:
         else:
             outcome = f"{self.chosen} kept"
         self._times, self._recent = times, []
+        self._load, self._measured_at = machine_load.other_cpus(), self.calls
         self.history.append({"call": self.calls, "time": self._clock(),
                              "times_ms": {name: ms * 1000 for name, ms in times.items()},
                              "samples": {name: len(samples[name]) for name in self.names},
@@ -175,6 +187,13 @@ class MeasuredChoice:
         if self.calls >= self._next_recheck:
             self._next_recheck *= RECHECK_GROWTH
             return "scheduled re-check after %d calls" % self.calls
+        load = machine_load.other_cpus()
+        if (load is not None and self._load is not None and abs(load - self._load) >= LOAD_CHANGE
+                and self.calls - self._measured_at >= LOAD_RECHECK_CALLS):
+            # What serving and measuring differed by was learnt under the old load.
+            self._suspect_ratio = SUSPECT_RATIO
+            return ("other processes kept %.1f CPUs busy when it was measured, %.1f now: "
+                    "the load changed" % (self._load, load))
         if self._times is not None and len(self._recent) == RECENT_SAMPLES:
             observed = typical_seconds(self._recent)
             alternative = min(ms for name, ms in self._times.items() if name != self.chosen)

@@ -17,6 +17,7 @@ import pytest
 from mxnet import autograd, gluon
 
 import gluon_dyn  # noqa: F401  (loads the C++ library, registers the ops)
+from gluon_dyn import machine_load
 from gluon_dyn.hybridize import speed_check
 
 RTOL = ATOL = 1e-5
@@ -27,6 +28,14 @@ def graphs_kept_even_when_slower(monkeypatch):
     """Tests of the graph machinery use tiny programs, which Python may run faster
     than MXNet's graphs: they keep their graphs (test_speed_check.py tests the check)."""
     monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", False)
+
+
+@pytest.fixture(autouse=True)
+def machine_load_held_still(monkeypatch):
+    """Other jobs on the machine (the suite's own subprocesses too) would trigger
+    re-measurements at random: tests see a constant load unless they set one
+    (test_measured_choice.py)."""
+    monkeypatch.setattr(machine_load, "other_cpus", lambda: 0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluon_dyn import measure
+from gluon_dyn import machine_load, measure
 from gluon_dyn.measure import MeasuredChoice
 from tvm_bridge import segmented
 from tvm_helpers import COMPILE_CACHE
@@ -120,6 +120,50 @@ def test_a_choice_made_under_load_is_measured_again_once_the_load_goes(monkeypat
     made.decide(samples(plan=0.4, whole_graph=1.5), "re-check")
     made.decide(samples(plan=0.4, whole_graph=1.5), "re-check")
     assert made.chosen == PLAN
+
+
+def test_a_choice_whose_alternative_is_never_seen_is_measured_again_when_the_load_changes(
+        monkeypatch):
+    """The noisy-neighbour case: one MXNet graph chosen while another process held a
+    core serves as fast with it gone, so nothing it does looks wrong; the plan it
+    never runs is the one that gained. The machine's load says so."""
+    monkeypatch.setattr(measure, "FIRST_RECHECK", 10 ** 9)  # no scheduled re-check here
+    load = [1.0]
+    monkeypatch.setattr(machine_load, "other_cpus", lambda: load[0])
+    made = choice()
+    made.decide(samples(plan=1.41, whole_graph=1.39))   # the neighbour busy
+    serve(made, measure.LOAD_RECHECK_CALLS, ms=1.39)
+    load[0] = 0.8                                       # a change under LOAD_CHANGE
+    assert made.recheck_due() is None
+    load[0] = 0.0                                       # the neighbour gone
+    serve(made, 1, ms=1.39)
+    assert made.recheck_due() == ("other processes kept 1.0 CPUs busy when it was measured, "
+                                  "0.0 now: the load changed")
+    made.decide(samples(plan=0.16, whole_graph=1.6), "re-check")
+    made.decide(samples(plan=0.16, whole_graph=1.6), "re-check")
+    assert made.chosen == PLAN
+    # Measured at the new load: no further re-check until it changes again, and
+    # not within LOAD_RECHECK_CALLS calls of a measurement.
+    serve(made, measure.LOAD_RECHECK_CALLS - 1, ms=0.16)
+    assert made.recheck_due() is None
+    load[0] = 1.0
+    assert made.recheck_due() is None
+    serve(made, 1, ms=0.16)
+    assert made.recheck_due().endswith("the load changed")
+
+
+def test_the_load_of_other_processes_is_the_machines_busy_time_less_this_processs(
+        monkeypatch):
+    readings = iter([(10.0, 100.0, 5.0),     # first: wall, busy CPU s, own CPU s
+                     (12.0, 104.0, 6.0)])    # 2 s on: 4 CPU s busy, 1 of them ours
+    wall = iter([10.1, 12.0])                # 0.1 s after the first: too soon to read
+    monkeypatch.setattr(machine_load._Sampler, "_reading", staticmethod(lambda: next(readings)))
+    monkeypatch.setattr(machine_load.time, "monotonic", lambda: next(wall))
+    sampler = machine_load._Sampler()
+    assert sampler.other_cpus() is None      # no interval yet
+    assert sampler.other_cpus() == pytest.approx(1.5)
+    if machine_load._busy_seconds() is not None:   # Linux: the real counters read
+        assert machine_load._busy_seconds() > 0
 
 
 def test_choices_are_measured_again_at_scheduled_calls():
