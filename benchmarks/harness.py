@@ -28,6 +28,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
+from gluon_dyn.hybridize import report
 from gluon_dyn.measure import CONFIRMATIONS, MIN_SAMPLES, timed_ms
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -122,6 +123,11 @@ def _round(variants, arguments, call, check):
     return times
 
 
+def _measuring(variants):
+    """Names of the variants whose speed check is measuring (gluon_call's blocks)."""
+    return [v.name for v in variants if getattr(v.run, "measuring", lambda: False)()]
+
+
 def run_calls(variants: Sequence[Variant], make_inputs, calls: int, check=True):
     """Calls 0..calls-1 of every variant, interleaved, on inputs made before the
     first call; with `check`, every output is checked against variants[0]'s.
@@ -148,11 +154,19 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
         raise ValueError("need warmup >= 1 (outputs are checked there) and repeats >= 1, "
                          "got %d and %d" % (warmup, repeats))
     warmup_ms = {v.name: [] for v in variants}
-    for call in range(warmup):
+    call = 0
+    # Past `warmup`, calls go on (up to as many again) while a dynamic block still
+    # measures its speed check: a timed call that ran the forward as written
+    # would time the check, not the choice it makes.
+    while call < warmup or (_measuring(variants) and call < 2 * warmup):
         arguments = {name: args[0] for name, args in _made(variants, make_inputs, [call]).items()}
         for variant, ms in zip(variants, _round(variants, arguments, call, check=True)):
             warmup_ms[variant.name].append(ms)
-    calls = range(warmup, warmup + repeats)
+        call += 1
+    if _measuring(variants):
+        print("still measuring their speed checks after %d warm-up calls: %s"
+              % (call, ", ".join(_measuring(variants))), file=sys.stderr)
+    calls = range(call, call + repeats)
     made = _made(variants, make_inputs, calls)
     timed = {v.name: [] for v in variants}
     for index, call in enumerate(calls):
@@ -177,6 +191,14 @@ def gluon_call(net, train=False):
             out = net(*arguments)
         out.backward()
         return out
+
+    def measuring():
+        try:
+            check = report(net)["speed_check"]
+        except ValueError:   # not hybridized with dynamic=True
+            return False
+        return check["state"].startswith("measuring")
+    run.measuring = measuring
     return run
 
 

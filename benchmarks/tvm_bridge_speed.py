@@ -112,7 +112,7 @@ def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
                                            list(twin.parameters()), rtol=1e-3, atol=1e-4)
     timings = harness.compare(
         variants, lambda call: (harness.normal_array((steps, batch, hidden), call),),
-        max(3, args.repeats // 10), warmup=8)
+        max(3, args.repeats // 10))
     table("LSTM hidden %d, %d steps, batch %d, inference (per-step outputs stacked)"
           % (hidden, steps, batch), timings, "dynamic mxnet")
     plan_summary(nets["dynamic tvm"])
