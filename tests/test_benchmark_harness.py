@@ -90,3 +90,22 @@ def test_table_under_the_command_line(capsys, monkeypatch):
     assert lines[1:7] == ["**title** (`.venv/bin/python benchmarks/x.py --repeats 5`)", "",
                           "| variant | ms |", "|---|---|", "| a | 35.6 |", "| b | 0.648 |"]
     assert lines[7] == "| c | 321.0 |"
+
+
+def test_warm_up_goes_on_while_a_speed_check_measures():
+    recorder = Recorder()
+    measuring = recorder.variant("dynamic")
+    rounds = []
+    measuring.run.measuring = lambda: len(rounds) < 5   # settles after 5 warm-up rounds
+    reference = recorder.variant("reference")
+    original = reference.run
+    reference.run = lambda x: rounds.append(1) or original(x)
+    timings = harness.compare([reference, measuring], recorder.make_inputs, repeats=3, warmup=3)
+    assert {name: (len(t.warmup_ms), len(t.timed_ms)) for name, t in timings.items()} == \
+        {"reference": (5, 3), "dynamic": (5, 3)}
+    # never more than twice the warm-up: a check that never settles is said, not waited for
+    recorder = Recorder()
+    never = recorder.variant("dynamic")
+    never.run.measuring = lambda: True
+    timings = harness.compare([never], recorder.make_inputs, repeats=1, warmup=3)
+    assert len(timings["dynamic"].warmup_ms) == 6
