@@ -13,6 +13,26 @@ def load_symbol(graph):
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
 
 
+def with_nodes_after(graph, placed):
+    """`graph` (a JSON dict) with new nodes: `placed` maps a node's index to the
+    node dicts placed right after it (MXNet loads nodes in order, inputs first).
+    Inputs may refer to nodes by index or, as [node dict, output, 0], to a new one.
+    Nodes nothing reads any more stay, unreachable from the heads."""
+    order = []
+    for index, node in enumerate(graph["nodes"]):
+        order.append(node)
+        order.extend(placed.get(index, ()))
+    position = {id(node): index for index, node in enumerate(order)}
+
+    def index_of(entry):
+        node = entry[0] if isinstance(entry[0], dict) else graph["nodes"][entry[0]]
+        return [position[id(node)], entry[1], 0]
+
+    nodes = [dict(node, inputs=[index_of(entry) for entry in node["inputs"]]) for node in order]
+    return {"nodes": nodes, "heads": [index_of(entry) for entry in graph["heads"]],
+            "arg_nodes": [i for i, node in enumerate(nodes) if node["op"] == "null"]}
+
+
 # Operators whose output shape depends on the input values (rows a mask keeps).
 DATA_DEPENDENT_SHAPE_OPS = ("_contrib_boolean_mask", "_npi_boolean_mask", "_npi_nonzero",
                             "_npx_nonzero", "_npi_unique")

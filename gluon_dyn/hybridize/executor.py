@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import gradient_sums, guards, stale_gradients
+from . import gradient_sums, guards, row_projections, stale_gradients
 from .capture import ArgumentInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
@@ -55,8 +55,10 @@ class GraphExecutor:
                                          nested=False)
         self._waits = self._cut or graph_json.holds_ops(
             capture.symbol, graph_json.DATA_DEPENDENT_SHAPE_OPS)
-        self._inference_op = (CutGraph(capture.symbol) if self._cut else
-                              mx.nd.CachedOp(capture.symbol, flags=_planned_flags(capture)))
+        # Otherwise the CachedOps are made at the first run that needs them, from
+        # the graph as `_graph` rewrites it for the run's input shapes.
+        self._inference_op = CutGraph(capture.symbol) if self._cut else None
+        self.mxnet_graph = None     # the graph its CachedOps run, once made
         self._recording_op = None
 
     def run(self, block, args):
@@ -64,7 +66,7 @@ class GraphExecutor:
         states = tensor_attributes(block) if capture.reads_state else None
         inputs = [source.value(args, states) for source in capture.inputs]
         plan = self.tvm.plan_for(self, inputs) if self.tvm is not None else None
-        results = plan(*inputs) if plan is not None else self._cached_op()(*inputs)
+        results = plan(*inputs) if plan is not None else self._cached_op(inputs)(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if self._waits:
             for result in results:
@@ -97,17 +99,30 @@ class GraphExecutor:
         return {"inference": self._inference_op.report(),
                 "recording": self._recording_op.report() if self._recording_op else None}
 
-    def _cached_op(self):
+    def _cached_op(self, inputs):
         if not autograd.is_recording():
+            if self._inference_op is None:
+                self._inference_op = mx.nd.CachedOp(self._graph(inputs),
+                                                    flags=_planned_flags(self.capture))
             return self._inference_op
         if self._recording_op is None:
             if self._cut:
                 self._recording_op = CutGraph(self.capture.symbol, recording=True)
             else:
-                symbol, flags = gradient_sums.planned_recording(self.capture.symbol,
+                symbol, flags = gradient_sums.planned_recording(self._graph(inputs),
                                                                 _planned_flags(self.capture))
                 self._recording_op = mx.nd.CachedOp(symbol, flags=flags)
         return self._recording_op
+
+    def _graph(self, inputs):
+        """The graph MXNet runs: a graph traced for exact shapes with its
+        per-row projections made one (row_projections.py, for these shapes)."""
+        if self.mxnet_graph is None:
+            symbol = self.capture.symbol
+            self.mxnet_graph = row_projections.batched(symbol, {
+                name: array.shape for name, array in zip(symbol.list_inputs(), inputs)
+            }) if self.capture.exact else symbol
+        return self.mxnet_graph
 
 
 def _planned_flags(capture):

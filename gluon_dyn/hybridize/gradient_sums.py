@@ -131,25 +131,7 @@ def bound_reads(symbol, cap=None):
             entry = [node, output, 0]
             spread(identity_of(entry, node) if nodes[node]["op"] == "null" else entry,
                    readers, node)
-    return graph_json.load_symbol(_in_order(graph, identities))
-
-
-def _in_order(graph, identities):
-    """`graph` with the identity nodes placed after their producers, references
-    to node dicts made indices."""
-    order = []
-    for index, node in enumerate(graph["nodes"]):
-        order.append(node)
-        order.extend(identities.get(index, ()))
-    position = {id(node): index for index, node in enumerate(order)}
-
-    def index_of(entry):
-        node = entry[0] if isinstance(entry[0], dict) else graph["nodes"][entry[0]]
-        return [position[id(node)], entry[1], 0]
-
-    nodes = [dict(node, inputs=[index_of(entry) for entry in node["inputs"]]) for node in order]
-    return {"nodes": nodes, "heads": [index_of(entry) for entry in graph["heads"]],
-            "arg_nodes": [i for i, node in enumerate(nodes) if node["op"] == "null"]}
+    return graph_json.load_symbol(graph_json.with_nodes_after(graph, identities))
 
 
 def planned_recording(symbol, flags):

@@ -1,0 +1,169 @@
+"""Per-row projections made one (gluon_dyn/hybridize/row_projections.py): a Python
+loop over a sequence's rows into a cell whose input product is the same for every
+row runs one product over the whole sequence. Each model runs imperatively and
+through hybridize(dynamic=True) on the same parameters; outputs, the input's
+gradient and every parameter's gradient must agree, on calls served by a graph,
+and the test says whether the graph MXNet ran has the rows' product made one."""
+import json
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+from gluon_dyn.hybridize import row_projections
+from gluon_dyn.hybridize.dynamic import report, runner_of
+
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+
+
+class Loop(gluon.Block):
+    """A cell over the rows of `seq` (rows `rows(T)`), a Dense head on the last output."""
+
+    def __init__(self, cell="lstm", rows=range, embed=False):
+        super().__init__()
+        self.rows, self.embedded = rows, embed
+        with self.name_scope():
+            self.embed = gluon.nn.Dense(3, in_units=3, flatten=False) if embed else None
+            self.cell = (gluon.rnn.LSTMCell(5, input_size=3) if cell == "lstm" else
+                         gluon.rnn.GRUCell(5, input_size=3))
+            self.head = gluon.nn.Dense(1, in_units=5)
+
+    def forward(self, seq):
+        if self.embedded:
+            seq = self.embed(seq)
+        state = self.cell.begin_state(batch_size=seq.shape[1])
+        for t in self.rows(seq.shape[0]):
+            out, state = self.cell(seq[t], state)
+        return self.head(out)
+
+
+class TwoCells(gluon.Block):
+    """Two cells reading the same rows (one forward, one backward in time)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.forward_cell = gluon.rnn.RNNCell(4, input_size=3)
+            self.backward_cell = gluon.rnn.RNNCell(4, input_size=3)
+
+    def forward(self, seq):
+        ahead = behind = mx.nd.zeros((seq.shape[1], 4))
+        for t in range(seq.shape[0]):
+            ahead, _ = self.forward_cell(seq[t], [ahead])
+            behind, _ = self.backward_cell(seq[seq.shape[0] - 1 - t], [behind])
+        return ahead * behind
+
+
+def twins(make):
+    mx.random.seed(0)
+    imperative, dynamic = make(), make()
+    for block in (imperative, dynamic):
+        block.initialize(mx.init.Xavier())
+    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                              sorted(dynamic.collect_params().items())):
+        b.set_data(a.data().copy())
+    dynamic.hybridize(dynamic=True, profile_calls=1)
+    return imperative, dynamic
+
+
+def run(block, seq):
+    """(output, the input's gradient, {parameter: gradient}) of a recorded call."""
+    seq = seq.copy()
+    seq.attach_grad()
+    with autograd.record():
+        out = block(seq)
+        loss = (out * out).sum()
+    loss.backward()
+    grads = {name.split("_", 1)[1]: p.grad().asnumpy()
+             for name, p in block.collect_params().items()}
+    return out.asnumpy(), seq.grad.asnumpy(), grads
+
+
+def agree(make, shape, calls=4):
+    """Runs both blocks on `calls` sequences (recorded, then inference); returns the
+    dynamic block's graphs as MXNet ran them (JSON), one for training and one for
+    inference."""
+    imperative, dynamic = twins(make)
+    for call in range(calls):
+        seq = mx.nd.array(np.random.RandomState(call).standard_normal(shape))
+        expected, got = run(imperative, seq), run(dynamic, seq)
+        np.testing.assert_allclose(got[0], expected[0], **TOLERANCE)
+        np.testing.assert_allclose(got[1], expected[1], **TOLERANCE)
+        for name in expected[2]:
+            np.testing.assert_allclose(got[2][name], expected[2][name], err_msg=name,
+                                       **TOLERANCE)
+        np.testing.assert_allclose(dynamic(seq).asnumpy(), imperative(seq).asnumpy(),
+                                   **TOLERANCE)
+    by_kind = report(dynamic)["calls"]["by_kind"]
+    assert by_kind["graph"] >= 2 * calls - 2 and by_kind["fallback"] == 0, by_kind
+    graphs = [json.loads(executor.mxnet_graph.tojson())
+              for executor in runner_of(dynamic).cache.values()]
+    assert len(graphs) == 2
+    return graphs
+
+
+def products(graph):
+    """Names of the FullyConnected nodes the graph's outputs depend on."""
+    seen, stack = set(), [head[0] for head in graph["heads"]]
+    while stack:
+        index = stack.pop()
+        if index not in seen:
+            seen.add(index)
+            stack.extend(entry[0] for entry in graph["nodes"][index]["inputs"])
+    return [graph["nodes"][i]["name"] for i in seen
+            if graph["nodes"][i]["op"] == "FullyConnected"]
+
+
+def batched_products(graphs):
+    """Per graph, how many products of a whole sequence it runs."""
+    return [sum(name.endswith("_all_rows") for name in products(graph)) for graph in graphs]
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_a_loop_over_rows_runs_one_input_product_and_matches_imperative(cell):
+    graphs = agree(lambda: Loop(cell), (9, 2, 3))
+    # one input product for the 9 rows, 9 recurrent products, the head
+    assert [len(products(graph)) for graph in graphs] == [1 + 9 + 1] * 2
+    assert batched_products(graphs) == [1, 1]
+
+
+def test_rows_computed_inside_the_graph_and_read_backwards():
+    graphs = agree(lambda: Loop(embed=True, rows=lambda n: reversed(range(n))), (7, 2, 3))
+    assert batched_products(graphs) == [1, 1]
+
+
+def test_two_cells_over_the_same_rows_each_get_their_product():
+    assert batched_products(agree(TwoCells, (6, 3, 3))) == [2, 2]
+
+
+def test_a_loop_over_few_of_the_rows_keeps_its_per_row_products():
+    # 3 rows of 10: projecting all 10 would cost more than it saves
+    assert batched_products(agree(lambda: Loop(rows=lambda n: range(0, n, 4)), (10, 2, 3))) \
+        == [0, 0]
+
+
+def test_a_sequence_of_rank_two_keeps_its_per_row_products():
+    class Flat(Loop):
+        def forward(self, seq):      # rows of (T, features): each row a 1-d array
+            state = self.cell.begin_state(batch_size=1)
+            for t in range(seq.shape[0]):
+                out, state = self.cell(seq[t].reshape((1, -1)), state)
+            return self.head(out)
+    assert batched_products(agree(Flat, (5, 3))) == [0, 0]
+
+
+def test_a_graph_without_shapes_for_its_rows_is_left_as_it_is():
+    seq = mx.sym.var("seq")
+    weight, bias = mx.sym.var("w"), mx.sym.var("b")
+    steps = [mx.sym.FullyConnected(mx.sym.reshape(mx.sym.slice_axis(seq, axis=0, begin=t,
+                                                                    end=t + 1), (-3, -2)),
+                                   weight, bias, num_hidden=4) for t in range(3)]
+    symbol = mx.sym.Group(steps)
+    assert row_projections.batched(symbol, {}) is symbol
+    rewritten = row_projections.batched(symbol, {"seq": (3, 2, 5)})
+    assert rewritten.list_inputs() == symbol.list_inputs()
+    arrays = {"seq": mx.nd.random.normal(shape=(3, 2, 5)), "w": mx.nd.random.normal(shape=(4, 5)),
+              "b": mx.nd.random.normal(shape=(4,))}
+    for got, expected in zip(rewritten.eval(**arrays), symbol.eval(**arrays)):
+        np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), **TOLERANCE)
