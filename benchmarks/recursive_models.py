@@ -229,7 +229,8 @@ def main():
                 calls = max(1, args.trees // per_call)
                 timing = harness.compare(chosen, make_stream(seed, per_call), repeats=calls,
                                          warmup=WARMUP)
-                recursion = check_served(blocks, WARMUP + calls)
+                made = timing["imperative"]
+                recursion = check_served(blocks, len(made.warmup_ms) + len(made.timed_ms))
                 ms = {name: t.median_ms for name, t in timing.items()}
                 rows.append([title, "%d tree%s" % (per_call, "s" if per_call > 1 else ""),
                              "training" if train else "inference",
