@@ -6,8 +6,6 @@ times in place, and `_backward_mean` then divides the summands written before it
 check the detector and the rewrite that avoids it, and check that recorded runs of
 hybridize(dynamic=True), which now plan their memory, agree with imperative runs.
 """
-import itertools
-
 import mxnet as mx
 import numpy as np
 import pytest
@@ -278,89 +276,3 @@ def test_an_output_that_is_the_argument_itself():
             np.testing.assert_allclose(got, expected, **TOLERANCE)
         np.testing.assert_allclose(got_grad, expected_grad, **TOLERANCE)
     assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
-
-
-class ReadByOne(gluon.HybridBlock):
-    """`x` read 10 times by one operator, the other input different each time."""
-
-    def __init__(self, read):
-        super().__init__()
-        self.read = read
-
-    def hybrid_forward(self, F, x, y):
-        return self.read(F, x, y)
-
-
-# op -> (x's shape, y's shape, the 10 reads)
-READERS = {
-    "FullyConnected weight": ((4, 6), (3, 6), lambda F, x, y: [
-        F.FullyConnected(y * (k + 1.0), x, no_bias=True, num_hidden=4) for k in range(10)]),
-    "FullyConnected data": ((3, 6), (4, 6), lambda F, x, y: [
-        F.FullyConnected(x, y * (k + 1.0), no_bias=True, num_hidden=4) for k in range(10)]),
-    "dot": ((4, 6), (6, 3), lambda F, x, y: [F.dot(x, y * (k + 1.0)) for k in range(10)]),
-    "batch_dot": ((2, 4, 6), (2, 6, 3), lambda F, x, y: [
-        F.batch_dot(x, y * (k + 1.0)) for k in range(10)]),
-    "elemwise_add": ((4, 6), (4, 6), lambda F, x, y: [
-        F.elemwise_add(x, y * (k + 1.0)) for k in range(10)]),
-    "elemwise_sub": ((4, 6), (4, 6), lambda F, x, y: [
-        F.elemwise_sub(y * (k + 1.0), x) for k in range(10)]),
-    "elemwise_mul": ((4, 6), (4, 6), lambda F, x, y: [
-        F.elemwise_mul(x, y * (k + 1.0)) for k in range(10)]),
-    "broadcast_add": ((4, 6), (1, 6), lambda F, x, y: [
-        F.broadcast_add(x, y * (k + 1.0)) for k in range(10)]),
-    "broadcast_mul": ((4, 6), (1, 6), lambda F, x, y: [
-        F.broadcast_mul(x, y * (k + 1.0)) for k in range(10)]),
-    "slice_axis": ((4, 6), (1,), lambda F, x, y: [
-        F.broadcast_mul(F.slice_axis(x, axis=axis, begin=k, end=k + 1), y)
-        for axis, count in ((0, 4), (1, 6)) for k in range(count)]),
-    "Reshape": ((4, 6), (1,), lambda F, x, y: [
-        F.broadcast_mul(F.reshape(x, shape), y) for shape in
-        ((24,), (2, 12), (12, 2), (3, 8), (8, 3), (6, 4), (1, 24), (24, 1), (2, 3, 4), (4, 3, 2))]),
-    "Embedding": ((4, 6), (5,), lambda F, x, y: [
-        F.Embedding((y + k) % 4, x, input_dim=4, output_dim=6) for k in range(10)]),
-}
-
-
-def test_the_operators_trusted_to_add_in_place_are_each_checked():
-    assert {name.split()[0] for name in READERS} == gradient_sums.ADDS_IN_PLACE
-
-
-@pytest.mark.parametrize("name", sorted(READERS))
-def test_in_place_sums_of_a_trusted_reader_match_imperative(name):
-    """MXNet's planned backward sums the gradient of `x` in place (10 summands),
-    each summand written by the operator's backward with req kAddTo: the graph is
-    left as it is and the gradients equal the imperative ones."""
-    x_shape, y_shape, read = READERS[name]
-    block = ReadByOne(read)
-    raw = mx.sym.Group(block(mx.sym.var("x"), mx.sym.var("y")))
-    # y, read by the scalar products that make each read different, gets a tree
-    # of identities in one graph and is summed in place in the other
-    for symbol, flags in itertools.product(
-            (gradient_sums.bound_reads(raw), raw),
-            ([("static_alloc", True)], [("static_alloc", True), ("static_shape", True)])):
-        assert gradient_sums.inplace_sums(symbol)["x"] == 10
-        op = mx.nd.CachedOp(symbol, flags=flags)
-        for seed in range(3):
-            rows = np.random.RandomState(seed)
-            x = mx.nd.array(rows.randn(*x_shape))
-            y = mx.nd.array(rows.randint(0, 4, y_shape) if name == "Embedding"
-                            else rows.randn(*y_shape))
-            (expected_out, expected_grad), (got_out, got_grad) = (
-                x_grad(lambda x: block(x, y), x, summed), x_grad(in_order(op, symbol, y), x, summed))
-            for expected, got in zip(expected_out, got_out):
-                np.testing.assert_allclose(got, expected, **TOLERANCE)
-            np.testing.assert_allclose(got_grad, expected_grad, err_msg=name, **TOLERANCE)
-
-
-def in_order(op, symbol, y):
-    """op(x) with x and y passed in the order of the graph's inputs."""
-    return lambda x: op(*[{"x": x, "y": y}[name] for name in symbol.list_inputs()])
-
-
-def test_an_output_read_by_a_trusted_and_another_operator_is_bounded():
-    def read(F, x, y):
-        return [F.elemwise_add(x, y * (k + 1.0)) for k in range(9)] + [F.mean(x)]
-    symbol = mx.sym.Group(ReadByOne(read)(mx.sym.var("x"), mx.sym.var("y")))
-    assert gradient_sums.inplace_sums(symbol, unsafe_only=True)["x"] == 10
-    bounded = gradient_sums.bound_reads(symbol)
-    assert gradient_sums.inplace_sums(bounded) == {}

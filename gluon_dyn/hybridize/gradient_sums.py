@@ -13,14 +13,11 @@ written before it included (ReduceAxesBackwardUseNone<normalize=true>,
 src/operator/tensor/broadcast_reduce_op.h). The backward without static_alloc
 runs the `_grad_add` nodes as written and is right.
 
-`bound_reads` rewrites a graph so that no such output has that many summands: the
+`bound_reads` rewrites a graph so that no node output has that many summands: the
 readers of such an output read it through a tree of `identity` nodes, each read
-fewer times. MXNet then sums its gradient with ElementWiseSum. The forward computes
-the same values and each identity's gradient is its output's. An output whose
-every reader is an operator whose backward adds into the buffer it is given
-(ADDS_IN_PLACE) keeps MXNet's in-place sum: a weight read at each of 100 steps
-then gets its gradient accumulated in one buffer, as PyTorch does, instead of
-100 buffers summed.
+fewer times. MXNet then sums every gradient with ElementWiseSum, and the planned
+backward holds no in-place sum at all, whatever operators the graph has. The
+forward computes the same values and each identity's gradient is its output's.
 """
 import json
 import os
@@ -35,14 +32,6 @@ CAP_VARIABLE, DEFAULT_CAP = "MXNET_EXEC_INPLACE_GRAD_SUM_CAP", 8
 def inplace_sum_cap():
     """The number of summands from which MXNet sums a gradient in place."""
     return int(os.environ.get(CAP_VARIABLE, DEFAULT_CAP))
-
-
-# Forward operators whose backward honours req kAddTo for every input (adds its
-# gradient into the running sum), each checked against imperative runs with an
-# array it reads 8 and more times (tests/test_planned_backward.py).
-ADDS_IN_PLACE = frozenset({"FullyConnected", "dot", "batch_dot", "elemwise_add", "elemwise_sub",
-                           "elemwise_mul", "broadcast_add", "broadcast_mul", "slice_axis",
-                           "Reshape", "Embedding"})
 
 
 def _merged(graph):
@@ -77,22 +66,14 @@ def _readers(graph, merged):
     return readers
 
 
-def _adds_in_place(graph, readers):
-    """Whether every reader's backward adds its gradient in place correctly (a
-    graph output's gradient comes from outside: not counted as such)."""
-    return all(kind != "head" and graph["nodes"][kind]["op"] in ADDS_IN_PLACE
-               for kind, _ in readers)
-
-
-def inplace_sums(symbol, cap=None, unsafe_only=False):
+def inplace_sums(symbol, cap=None):
     """The node outputs of `symbol` whose gradients MXNet's static_alloc backward
-    may sum in place: {"node name" (with "[output]" past the first): summands};
-    with `unsafe_only`, those read by an operator outside ADDS_IN_PLACE."""
+    may sum in place: {"node name" (with "[output]" past the first): summands}."""
     cap = inplace_sum_cap() if cap is None else cap
     graph = json.loads(symbol.tojson())
     return {graph["nodes"][node]["name"] + ("[%d]" % output if output else ""): len(readers)
             for (node, output), readers in _readers(graph, _merged(graph)).items()
-            if len(readers) >= cap and not (unsafe_only and _adds_in_place(graph, readers))}
+            if len(readers) >= cap}
 
 
 class CannotBound(ValueError):
@@ -106,13 +87,12 @@ _UNMERGED = "__gluon_dyn_unmerged__"
 
 def bound_reads(symbol, cap=None):
     """`symbol` with every node output it reads `cap` or more times (as a graph
-    output too), by a reader outside ADDS_IN_PLACE, read through a tree of
-    identity nodes, each output then read fewer than `cap` times; `symbol` itself
-    when it has no such output. Nodes MXNet would merge (and so read more often)
-    are kept apart."""
+    output too) read through a tree of identity nodes, each output then read
+    fewer than `cap` times; `symbol` itself when it has no such output. Nodes
+    MXNet would merge (and so read more often) are kept apart."""
     cap = inplace_sum_cap() if cap is None else cap
     graph = json.loads(symbol.tojson())
-    if not inplace_sums(symbol, cap, unsafe_only=True):
+    if not inplace_sums(symbol, cap):
         return symbol
     if cap < 3:
         raise CannotBound("%s=%d: even a tree of identity nodes sums %d gradients of "
@@ -144,7 +124,7 @@ def bound_reads(symbol, cap=None):
 
     unmerged = list(range(len(nodes)))
     for (node, output), readers in _readers(graph, unmerged).items():
-        if len(readers) >= cap and not _adds_in_place(graph, readers):
+        if len(readers) >= cap:
             # An identity of a graph input copies it (MXNet plans no node in place on
             # an input); an identity of a node's output shares its memory. So a
             # crowded input is copied once, and the tree spreads from the copy.
