@@ -76,6 +76,15 @@ def x_grad(run, x, loss=lambda outputs: outputs):
     return [o.asnumpy() for o in outputs], x.grad.asnumpy()
 
 
+def assert_same_outputs_and_gradient(expected_run, run, x):
+    """`run` computes the outputs and d (sum of outputs) / d x of `expected_run`."""
+    (expected_out, expected_grad), (got_out, got_grad) = (
+        x_grad(expected_run, x, summed), x_grad(run, x, summed))
+    for expected, got in zip(expected_out, got_out):
+        np.testing.assert_allclose(got, expected, **TOLERANCE)
+    np.testing.assert_allclose(got_grad, expected_grad, **TOLERANCE)
+
+
 def summed(outputs):
     return mx.nd.add_n(*[o.sum() for o in outputs]) if isinstance(outputs, (list, tuple)) \
         else outputs
@@ -134,12 +143,7 @@ def test_bounded_graph_under_static_alloc_matches_imperative(block, cap):
     for flags in ([("static_alloc", True)], [("static_alloc", True), ("static_shape", True)]):
         op = mx.nd.CachedOp(bounded, flags=flags)
         for seed in range(3):
-            x = data(seed=seed)
-            (expected_out, expected_grad), (got_out, got_grad) = (
-                x_grad(block, x, summed), x_grad(op, x, summed))
-            for expected, got in zip(expected_out, got_out):
-                np.testing.assert_allclose(got, expected, **TOLERANCE)
-            np.testing.assert_allclose(got_grad, expected_grad, **TOLERANCE)
+            assert_same_outputs_and_gradient(block, op, data(seed=seed))
 
 
 def test_a_graph_read_less_often_is_left_as_it_is():
@@ -269,10 +273,5 @@ class ReturnsItsArgument(gluon.Block):
 def test_an_output_that_is_the_argument_itself():
     imperative, dynamic = twin_blocks(ReturnsItsArgument)
     for seed in range(3):
-        x = data(seed=seed)
-        (expected_out, expected_grad), (got_out, got_grad) = (
-            x_grad(imperative, x, summed), x_grad(dynamic, x, summed))
-        for expected, got in zip(expected_out, got_out):
-            np.testing.assert_allclose(got, expected, **TOLERANCE)
-        np.testing.assert_allclose(got_grad, expected_grad, **TOLERANCE)
+        assert_same_outputs_and_gradient(imperative, dynamic, data(seed=seed))
     assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"

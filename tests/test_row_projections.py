@@ -13,6 +13,7 @@ from mxnet import autograd, gluon
 
 from gluon_dyn.hybridize import row_projections
 from gluon_dyn.hybridize.dynamic import report, runner_of
+from test_planned_backward import twin_blocks
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 
@@ -55,18 +56,6 @@ class TwoCells(gluon.Block):
         return ahead * behind
 
 
-def twins(make):
-    mx.random.seed(0)
-    imperative, dynamic = make(), make()
-    for block in (imperative, dynamic):
-        block.initialize(mx.init.Xavier())
-    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
-                              sorted(dynamic.collect_params().items())):
-        b.set_data(a.data().copy())
-    dynamic.hybridize(dynamic=True, profile_calls=1)
-    return imperative, dynamic
-
-
 def run(block, seq):
     """(output, the input's gradient, {parameter: gradient}) of a recorded call."""
     seq = seq.copy()
@@ -84,7 +73,7 @@ def agree(make, shape, calls=4):
     """Runs both blocks on `calls` sequences (recorded, then inference); returns the
     dynamic block's graphs as MXNet ran them (JSON), one for training and one for
     inference."""
-    imperative, dynamic = twins(make)
+    imperative, dynamic = twin_blocks(make)
     for call in range(calls):
         seq = mx.nd.array(np.random.RandomState(call).standard_normal(shape))
         expected, got = run(imperative, seq), run(dynamic, seq)
