@@ -149,7 +149,7 @@ fuzz: setup
 	FUZZ_MINUTES=$(FUZZ_MINUTES) $(PY) tests/fuzz.py
 
 # The JANUS workloads (examples/train) imperative vs dynamic vs TVM, and the
-# Horovod scale factor: writes docs/benchmarks.md and its plots (~15 minutes).
+# Horovod scale factor: writes docs/benchmarks.md and its plots (a few minutes on a quiet machine).
 .PHONY: report
 report: setup
 	$(PY) benchmarks/training_report.py
