@@ -56,17 +56,18 @@ class TwoCells(gluon.Block):
         return ahead * behind
 
 
-def run(block, seq):
-    """(output, the input's gradient, {parameter: gradient}) of a recorded call."""
+def run(block, seq, input_gradient=True):
+    """(output, the input's gradient or None, {parameter: gradient}) of a recorded call."""
     seq = seq.copy()
-    seq.attach_grad()
+    if input_gradient:
+        seq.attach_grad()
     with autograd.record():
         out = block(seq)
         loss = (out * out).sum()
     loss.backward()
     grads = {name.split("_", 1)[1]: p.grad().asnumpy()
              for name, p in block.collect_params().items()}
-    return out.asnumpy(), seq.grad.asnumpy(), grads
+    return out.asnumpy(), seq.grad.asnumpy() if input_gradient else None, grads
 
 
 def agree(make, shape, calls=4):
@@ -124,6 +125,40 @@ def test_rows_computed_inside_the_graph_and_read_backwards():
 
 def test_two_cells_over_the_same_rows_each_get_their_product():
     assert batched_products(agree(TwoCells, (6, 3, 3))) == [2, 2]
+
+
+class LanguageModel(gluon.Block):
+    """examples/train/lstm_lm.py's loop: each step embeds its tokens, then the cell."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(7, 3)
+            self.cell = gluon.rnn.LSTMCell(5, input_size=3)
+
+    def forward(self, tokens):
+        state = self.cell.begin_state(batch_size=tokens.shape[1])
+        outputs = []
+        for t in range(tokens.shape[0]):
+            out, state = self.cell(self.embed(tokens[t]), state)
+            outputs.append(out)
+        return mx.nd.stack(*outputs)
+
+
+def test_rows_embedded_before_their_product_are_embedded_at_once():
+    imperative, dynamic = twin_blocks(LanguageModel)
+    for call in range(4):
+        tokens = mx.nd.array(np.random.RandomState(call).randint(0, 7, (8, 3)))
+        # (token ids have no gradient: Embedding gives none)
+        expected, got = run(imperative, tokens, False), run(dynamic, tokens, False)
+        np.testing.assert_allclose(got[0], expected[0], **TOLERANCE)
+        for name in expected[2]:
+            np.testing.assert_allclose(got[2][name], expected[2][name], err_msg=name,
+                                       **TOLERANCE)
+    graphs = [json.loads(executor.mxnet_graph.tojson())
+              for executor in runner_of(dynamic).cache.values()]
+    assert batched_products(graphs) == [1]
+    assert report(dynamic)["calls"]["by_kind"]["graph"] >= 2
 
 
 def test_a_loop_over_few_of_the_rows_keeps_its_per_row_products():

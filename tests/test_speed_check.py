@@ -50,27 +50,3 @@ def test_a_graph_serves_only_once_it_measured_faster_twice():
     # Within the margin the forward as written stays.
     assert decided(graph_ms=1.99, python_ms=2.0, rounds=2).serves_python()
     assert speed_check.SpeedCheck(enabled=False).next_variant() is None
-
-
-def test_a_recorded_call_is_timed_until_the_next_call_starts(monkeypatch):
-    """Training: most of a recorded call's cost comes after it returns (its
-    backward), so its time runs from its start to the next call's."""
-    clock = iter([10.0, 10.5, 11.0, 12.0])   # call 1 starts, call 2 starts, ...
-    monkeypatch.setattr(speed_check.time, "perf_counter", lambda: next(clock))
-    check = speed_check.SpeedCheck(enabled=True)
-    variant, timed = check.next_variant()
-    assert timed
-    with mx.autograd.record():
-        assert check.timed(variant, lambda: "out") == "out"
-    assert check.samples == {"graph": [], "python": []}   # its backward may still run
-    second, _ = check.next_variant()                      # the next call: 0.5 s
-    assert check.samples[variant] == [0.5]
-    with mx.autograd.record():
-        check.timed(second, lambda: None)
-    check.next_variant()                                  # 11.0 -> 12.0
-    assert check.samples[second] == [1.0]
-    # Outside autograd a call is timed alone, to completion.
-    monkeypatch.setattr(speed_check, "timed_ms", lambda run: (run(), 3.0))
-    third, _ = check.next_variant()
-    check.timed(third, lambda: None)
-    assert check.samples[third][-1] == 0.003

@@ -12,8 +12,11 @@ computes it once for every row and splits the result:
 
 and each step's product reads `step[t]`. Same values (each row's product is the
 same dot products), the weight's gradient one product instead of T, the input's
-gradient one concatenation. Done for graphs traced for exact shapes, where the
-sequence's shape is known (T, B, features), when at least half of its rows are
+gradient one concatenation. A row embedded before its product (a language model's
+`self.cell(self.embed(tokens[t]), h)`: tokens (T, B)) gets the embedding made one
+too, `Embedding(tokens)` before the product: one embedding gradient instead of T
+dense ones. Done for graphs traced for exact shapes, where the sequence's shape is
+known ((T, B, features), or (T, B) tokens), when at least half of its rows are
 projected; a rewrite that would reorder the graph's inputs is not made.
 """
 import json
@@ -35,25 +38,32 @@ def batched(symbol, input_shapes):
         return symbol
     shapes = _internals_shapes(symbol, input_shapes)
     placed, rewired = {}, {}
-    for (rows_entry, parameters, attrs), by_row in groups.items():
+    for (rows_entry, embedding, parameters, attrs), by_row in groups.items():
         shape = _shape_of(rows_entry, nodes, shapes)
-        if shape is None or len(shape) != 3 or 0 in shape or 2 * len(by_row) < shape[0] \
-                or max(by_row) >= shape[0]:
+        if shape is None or len(shape) != (2 if embedding else 3) or 0 in shape \
+                or 2 * len(by_row) < shape[0] or max(by_row) >= shape[0]:
             continue
         steps, batch = shape[0], shape[1]
         first = nodes[min(min(fcs) for fcs in by_row.values())]
         hidden = int(json.loads(attrs)["num_hidden"])
-        flat = _node("Reshape", first["name"] + "_all_rows_in", [list(rows_entry) + [0]],
-                     shape=_SQUEEZE_FIRST)
-        product = dict(first, name=first["name"] + "_all_rows",
-                       inputs=[[flat, 0, 0]] + [list(p) + [0] for p in parameters])
-        by_step = _node("Reshape", first["name"] + "_by_step", [[product, 0, 0]],
-                        shape="(%d, %d, %d)" % (steps, batch, hidden))
-        split = _node("SliceChannel", first["name"] + "_steps", [[by_step, 0, 0]],
+        new_nodes, rows = [], list(rows_entry) + [0]
+        if embedding:
+            weight, embed_attrs = embedding
+            new_nodes.append(_node("Embedding", first["name"] + "_all_rows_embedded",
+                                   [rows, list(weight) + [0]], **json.loads(embed_attrs)))
+            rows = [new_nodes[-1], 0, 0]
+        new_nodes.append(_node("Reshape", first["name"] + "_all_rows_in", [rows],
+                               shape=_SQUEEZE_FIRST))
+        new_nodes.append(dict(first, name=first["name"] + "_all_rows",
+                              inputs=[[new_nodes[-1], 0, 0]] + [list(p) + [0] for p in parameters]))
+        new_nodes.append(_node("Reshape", first["name"] + "_by_step", [[new_nodes[-1], 0, 0]],
+                               shape="(%d, %d, %d)" % (steps, batch, hidden)))
+        split = _node("SliceChannel", first["name"] + "_steps", [[new_nodes[-1], 0, 0]],
                       num_outputs=str(steps), axis="0", squeeze_axis="True")
         # after the last node the new ones read
-        after = max([rows_entry[0]] + [p[0] for p in parameters])
-        placed.setdefault(after, []).extend([flat, product, by_step, split])
+        after = max([rows_entry[0]] + [p[0] for p in parameters] +
+                    ([embedding[0][0]] if embedding else []))
+        placed.setdefault(after, []).extend(new_nodes + [split])
         for row, fcs in by_row.items():
             for fc in fcs:
                 rewired[fc] = [split, row, 0]
@@ -75,15 +85,20 @@ def _node(op, name, inputs, **attrs):
 
 
 def _row_projections(nodes):
-    """{(rows entry, parameter entries, attrs): {row: [FullyConnected indices]}}
-    for FullyConnected nodes reading one row of an array (slice_axis on axis 0 of
-    one index, squeezed by Reshape (-3, -2))."""
+    """{(rows entry, embedding, parameter entries, attrs): {row: [FullyConnected
+    indices]}} for FullyConnected nodes reading one row of an array (slice_axis on
+    axis 0 of one index, squeezed by Reshape (-3, -2)), or its embedding
+    (embedding: (weight entry, attrs) of the Embedding between them, else None)."""
     groups = {}
     for index, node in enumerate(nodes):
         attrs = node.get("attrs", {})
         if node["op"] != "FullyConnected" or attrs.get("flatten", "True") not in _FLATTENED:
             continue
-        squeeze = nodes[node["inputs"][0][0]]
+        squeeze, embedding = nodes[node["inputs"][0][0]], None
+        if squeeze["op"] == "Embedding" and node["inputs"][0][1] == 0:
+            embedding = (tuple(squeeze["inputs"][1][:2]),
+                         json.dumps(squeeze.get("attrs", {}), sort_keys=True))
+            squeeze = nodes[squeeze["inputs"][0][0]]
         if squeeze["op"] != "Reshape" or squeeze.get("attrs", {}).get("shape") != _SQUEEZE_FIRST:
             continue
         row = nodes[squeeze["inputs"][0][0]]
@@ -96,8 +111,8 @@ def _row_projections(nodes):
             continue
         if begin < 0 or end != begin + 1:
             continue
-        key = (tuple(row["inputs"][0][:2]), tuple(tuple(e[:2]) for e in node["inputs"][1:]),
-               json.dumps(attrs, sort_keys=True))
+        key = (tuple(row["inputs"][0][:2]), embedding,
+               tuple(tuple(e[:2]) for e in node["inputs"][1:]), json.dumps(attrs, sort_keys=True))
         groups.setdefault(key, {}).setdefault(begin, []).append(index)
     return {key: rows for key, rows in groups.items()
             if sum(len(fcs) for fcs in rows.values()) > 1}

@@ -10,22 +10,7 @@ faster by a margin in consecutive measurements; serving calls are sampled, and a
 choice that looks wrong later (or a scheduled re-check) measures both again.
 The recursion engine chooses the same way between two ways of running a call
 (recursion/engine.py), naming its own variants.
-
-A call recorded for training costs mostly after it returns: its backward, where
-one graph's backward is one CachedOp call and the forward as written's is
-an operator (or a child block's graph) per step. So a recorded call is timed
-from its start to the start of the next call of the block: its backward, the
-optimizer step and the caller's own work in between, which are the same for
-both variants, included. While measuring, each pair of calls runs both variants
-in an order drawn at random: a caller whose steps alternate (two models trained
-in turn, a benchmark's rounds) would otherwise give one variant every long gap.
 """
-import random
-import time
-
-import mxnet as mx
-from mxnet import autograd
-
 from ..measure import MIN_SAMPLES, MeasuredChoice, timed_ms
 
 GRAPH, PYTHON = "graph", "python"
@@ -49,8 +34,6 @@ class SpeedCheck:
         self.measuring = enabled
         self.reason = "first measurement"
         self.samples = {challenger: [], incumbent: []}
-        self._recorded_call = None   # (variant, start) of a timed recorded call not closed yet
-        self._order = random.Random(0)
 
     def serves_python(self):
         """Whether calls run as the incumbent (the forward as written) now: it
@@ -63,26 +46,13 @@ class SpeedCheck:
         choice made): the challenger, untimed."""
         if self.choice is None:
             return None
-        if self._recorded_call is not None:
-            # The previous call was recorded and timed: its time ends here.
-            variant, start = self._recorded_call
-            self._recorded_call = None
-            mx.nd.waitall()
-            self.record(variant, time.perf_counter() - start)
         if self.measuring:
-            counts = {name: len(times) for name, times in self.samples.items()}
-            if counts[self.challenger] == counts[self.incumbent]:
-                return self._order.choice((self.challenger, self.incumbent)), True
-            return min(counts, key=counts.get), True
+            return (self.challenger if len(self.samples[self.challenger]) <=
+                    len(self.samples[self.incumbent]) else self.incumbent, True)
         return self.choice.chosen, self.choice.wants_timing()
 
     def timed(self, variant, run):
-        """run(), timed until MXNet has finished its work, or, recorded, until the
-        next call starts; the timing is recorded."""
-        if autograd.is_recording():
-            mx.nd.waitall()
-            self._recorded_call = (variant, time.perf_counter())
-            return run()
+        """run(), timed until MXNet has finished its work; the timing is recorded."""
         result, ms = timed_ms(run)
         self.record(variant, ms / 1000)
         return result
