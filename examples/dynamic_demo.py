@@ -29,9 +29,19 @@ class TaggerRNN(gluon.Block):
     def __init__(self):
         super().__init__()
         with self.name_scope():
-            self.cell = gluon.rnn.LSTMCell(HIDDEN, input_size=FEATURES)
+            self.i2h = gluon.nn.Dense(4 * HIDDEN, in_units=FEATURES)
+            self.h2h = gluon.nn.Dense(4 * HIDDEN, in_units=HIDDEN)
             self.head = gluon.nn.Dense(4, in_units=HIDDEN)
         self.state = None
+
+    def cell(self, x, state):
+        """An LSTM step written out with NDArray operations."""
+        h, c = state
+        gates = self.i2h(x) + self.h2h(h)
+        i, f, g, o = mx.nd.split(gates, num_outputs=4, axis=1)
+        c = mx.nd.sigmoid(f) * c + mx.nd.sigmoid(i) * mx.nd.tanh(g)
+        h = mx.nd.sigmoid(o) * mx.nd.tanh(c)
+        return h, [h, c]
 
     def forward(self, seq, refine_steps):
         if self.state is None:
