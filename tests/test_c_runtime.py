@@ -290,8 +290,13 @@ BAD_MODEL_FILES = {
 
 @pytest.mark.parametrize("case", sorted(BAD_MODEL_FILES))
 def test_bad_model_files_fail_to_load_naming_the_file(runner, tagger, tmp_path, case):
-    change, message = BAD_MODEL_FILES[case]
-    prefix = corrupt(tagger[1], tmp_path, "bad", change)
+    assert_load_fails(runner, tagger[1], tmp_path, *BAD_MODEL_FILES[case])
+
+
+def assert_load_fails(runner, prefix, tmp_path, change, message):
+    """The model at `prefix`, its files changed by `change`, fails to load from C
+    with an error naming the files and saying `message`."""
+    prefix = corrupt(prefix, tmp_path, "bad", change)
     done = subprocess.run([runner, prefix, "/dev/null", "/dev/null"], capture_output=True,
                           text=True, timeout=120, env=clean_environment())
     assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
@@ -421,13 +426,7 @@ BAD_EXTERNAL_FUNCTIONS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_EXTERNAL_FUNCTIONS))
 def test_bad_external_functions_fail_to_load_naming_them(runner, blas_plan, tmp_path, case):
-    change, message = BAD_EXTERNAL_FUNCTIONS[case]
-    prefix = corrupt(blas_plan[1], tmp_path, "bad", change)
-    done = subprocess.run([runner, prefix, "/dev/null", "/dev/null"], capture_output=True,
-                          text=True, timeout=120, env=clean_environment())
-    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
-    assert done.stdout.startswith("load failed: gd_model_load: " + prefix), done.stdout
-    assert message in done.stdout, done.stdout
+    assert_load_fails(runner, blas_plan[1], tmp_path, *BAD_EXTERNAL_FUNCTIONS[case])
 
 
 def test_api_misuse_fails_with_messages(tmp_path):

@@ -172,20 +172,24 @@ def builds(part):
     return part["cachedops_built"]
 
 
+def infer_every_batch(imperative, dynamic, rng, section):
+    """Inference on BATCHES, then MORE_BATCHES, each call matching imperative:
+    (the report's `section` after BATCHES, the whole report at the end)."""
+    built = None
+    with autograd.predict_mode():
+        for sizes in (BATCHES, MORE_BATCHES):
+            if sizes is MORE_BATCHES:
+                built = gluon_dyn.hybridize.report(dynamic)[section]
+            for size in sizes:
+                x = batch(rng, size, imperative)
+                np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(),
+                                           rtol=1e-5, atol=1e-5)
+    return built, gluon_dyn.hybridize.report(dynamic)
+
+
 def test_each_static_part_is_built_once_for_every_batch_size():
     imperative, dynamic = twins(MaskedHead)
-    rng = np.random.RandomState(1)
-    with autograd.predict_mode():
-        for size in BATCHES:
-            x = batch(rng, size, imperative)
-            np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(),
-                                       rtol=1e-5, atol=1e-5)
-        built = gluon_dyn.hybridize.report(dynamic)["partitioned"]
-        for size in MORE_BATCHES:
-            x = batch(rng, size, imperative)
-            np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(),
-                                       rtol=1e-5, atol=1e-5)
-    report = gluon_dyn.hybridize.report(dynamic)
+    built, report = infer_every_batch(imperative, dynamic, np.random.RandomState(1), "partitioned")
     served_by_graphs(report, len(BATCHES + MORE_BATCHES))
     # One graph for the first call's exact shapes, one for every batch size after it.
     assert report["traces"] == 2 and len(report["partitioned"]) == 2
@@ -271,18 +275,7 @@ def test_a_branch_never_taken_that_holds_a_whole_segment_costs_nothing():
 def test_on_tvm_the_static_parts_compile_once_with_the_kept_rows_symbolic(tmp_path):
     imperative, dynamic = twins(MaskedHead, backend="tvm", backend_options={
         "cache_dir": str(tmp_path), "choose_by_measurement": False})
-    rng = np.random.RandomState(5)
-    with autograd.predict_mode():
-        for size in BATCHES:
-            x = batch(rng, size, imperative)
-            np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(),
-                                       rtol=1e-5, atol=1e-5)
-        built = gluon_dyn.hybridize.report(dynamic)["tvm"]
-        for size in MORE_BATCHES:
-            x = batch(rng, size, imperative)
-            np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(),
-                                       rtol=1e-5, atol=1e-5)
-    report = gluon_dyn.hybridize.report(dynamic)
+    built, report = infer_every_batch(imperative, dynamic, np.random.RandomState(5), "tvm")
     served_by_graphs(report, len(BATCHES + MORE_BATCHES))
     tvm = report["tvm"]
     assert tvm["failures"] == []

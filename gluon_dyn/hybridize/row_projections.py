@@ -69,11 +69,11 @@ def batched(symbol, input_shapes):
                 rewired[fc] = [split, row, 0]
     if not rewired:
         return symbol
+    def rewire(entries):
+        return [rewired.get(entry[0], entry) if entry[1] == 0 else entry for entry in entries]
     for node in nodes:
-        node["inputs"] = [rewired.get(entry[0], entry) if entry[1] == 0 else entry
-                          for entry in node["inputs"]]
-    graph["heads"] = [rewired.get(entry[0], entry) if entry[1] == 0 else entry
-                      for entry in graph["heads"]]
+        node["inputs"] = rewire(node["inputs"])
+    graph["heads"] = rewire(graph["heads"])
     rewritten = graph_json.load_symbol(graph_json.with_nodes_after(graph, placed))
     if rewritten.list_inputs() != symbol.list_inputs():
         return symbol
