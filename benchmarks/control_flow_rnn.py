@@ -9,9 +9,10 @@ fresh inputs, warm-up, interleaved, medians):
 - foreach:    a HybridBlock written by hand with F.contrib.foreach, hybridize(static_alloc=True);
 - fused:      gluon.rnn.RNN/GRU/LSTM, MXNet's fused RNN operator (oneDNN), same weights;
 - pytorch eager, torch.compile: the same loop over the torch.nn cell with the same
-  weights (`make bench-extra`).
+  weights, in a process of their own (`make bench-extra`).
 """
 import argparse
+import contextlib
 
 import mxnet as mx
 from mxnet import gluon
@@ -62,14 +63,11 @@ class Foreach(gluon.HybridBlock):
         return outputs
 
 
-def torch_cell(torch, cell):
-    """The torch.nn cell computing what the Gluon `cell` computes, with its parameter values."""
-    hidden, inputs = cell.h2h_weight.shape[1], cell.i2h_weight.shape[1]
-    twin = getattr(torch.nn, TORCH_CELLS[type(cell)])(inputs, hidden)
-    harness.torch_parameters(torch, [(twin.weight_ih, cell.i2h_weight),
-                                     (twin.weight_hh, cell.h2h_weight),
-                                     (twin.bias_ih, cell.i2h_bias), (twin.bias_hh, cell.h2h_bias)])
-    return twin
+def cell_values(cell):
+    """The Gluon `cell` as a cell argument of torch_twins' builders: its torch.nn twin's
+    class name and its parameter values."""
+    return (TORCH_CELLS[type(cell)],) + tuple(param.data().asnumpy() for param in (
+        cell.i2h_weight, cell.h2h_weight, cell.i2h_bias, cell.h2h_bias))
 
 
 def fused_layer(cell):
@@ -84,17 +82,8 @@ def fused_layer(cell):
     return fused
 
 
-def torch_steps(torch, twin, seq):
-    """The per-step outputs of `twin` over `seq` (steps, batch, features), in a Python loop."""
-    state = None
-    outputs = []
-    for t in range(seq.shape[0]):
-        state = twin(seq[t], state)
-        outputs.append(state[0] if isinstance(state, tuple) else state)
-    return torch.stack(outputs)
-
-
-def variants(kind, hidden, batch, torch, train):
+def variants(kind, hidden, batch, train, workers):
+    """The variants of one row; `workers` (a contextlib.ExitStack) closes PyTorch's."""
     mx.random.seed(0)
     nets = {"imperative": Loop(CELLS[kind](hidden, input_size=hidden)),
             "dynamic": Loop(CELLS[kind](hidden, input_size=hidden)),
@@ -107,11 +96,9 @@ def variants(kind, hidden, batch, torch, train):
     nets["fused"] = fused_layer(nets["imperative"].cell)
     result = [harness.Variant(name, harness.gluon_call(net, train), rtol=RTOL, atol=ATOL)
               for name, net in nets.items()]
-    if torch is not None:
-        twin = torch_cell(torch, nets["imperative"].cell)
-        result += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
-                                         list(twin.parameters()), train, RTOL, ATOL)
-    return result
+    return result + harness.torch_variants(workers, "build_cell_loop",
+                                           cell_values(nets["imperative"].cell),
+                                           rtol=RTOL, atol=ATOL, train=train)
 
 
 def main():
@@ -124,16 +111,16 @@ def main():
     parser.add_argument("--train", action="store_true",
                         help="time forward and backward under autograd.record()")
     args = parser.parse_args()
-    torch = harness.import_torch()
     names = ["imperative", "dynamic", "foreach", "fused"] + (
-        ["pytorch eager", "torch.compile"] if torch else [])
+        ["pytorch eager", "torch.compile"] if harness.torch_installed() else [])
     rows = []
     for kind in args.cells.split(","):
         for batch in (1, 32):
-            timings = harness.compare(
-                variants(kind, args.hidden, batch, torch, args.train),
-                lambda call: (harness.normal_array((args.steps, batch, args.hidden), call),),
-                args.repeats)
+            with contextlib.ExitStack() as workers:
+                timings = harness.compare(
+                    variants(kind, args.hidden, batch, args.train, workers),
+                    lambda call: (harness.normal_array((args.steps, batch, args.hidden), call),),
+                    args.repeats)
             ms = {name: timing.median_ms for name, timing in timings.items()}
             rows.append(["%s, %d" % (kind.upper(), batch)] + [ms[name] for name in names] +
                         [harness.ratio(ms[name], ms["dynamic"]) for name in names

@@ -13,11 +13,28 @@ variant of one call computes the same thing. Then:
   matters (a guard that fails at call 9), checking every call;
 - `print_table` prints a markdown table under the command line that produced it.
 
-PyTorch variants (`import_torch`, `torch_parameters`, `torch_call`) run only
-when torch is installed (`make bench-extra`); benchmarks leave their rows out
-otherwise.
+PyTorch variants (`torch_variants`) run in a worker process of their own
+(`TorchProcess`, running a program of torch_twins.py), interleaved call by call
+with the others and timed inside the worker (`Variant.self_timed`: the round trip
+does not count): MXNet's OpenMP runtime and PyTorch's own each keep a team of
+spinning threads, and in one process they slow each other (an LSTM training step
+on 2 CPUs: MXNet 42 ms alone, 331 ms with PyTorch in the process; PyTorch 102 and
+190 ms; with PyTorch in a worker, 47 and 110 ms). They run only when torch is
+installed (`make bench-extra`); benchmarks leave their rows out otherwise, and
+this process never imports torch.
+
+MXNet's operators and PyTorch both use one thread per core. MXNet 1.9.1 gives an
+operator half the CPUs unless MXNET_OMP_MAX_THREADS (or OMP_NUM_THREADS) is set
+before libmxnet loads, so a benchmark started with neither runs itself again
+(`os.execv`) with MXNET_OMP_MAX_THREADS set to the physical cores it may run on
+(gluon_dyn.threads.cores), and says so on stderr; either one set is respected.
+A PyTorch worker gets as many threads unless the benchmark says otherwise.
 """
+import contextlib
 import dataclasses
+import functools
+import importlib.util
+import multiprocessing
 import os
 import shlex
 import statistics
@@ -28,10 +45,40 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd
 
+import torch_worker
 from gluon_dyn.hybridize import report
 from gluon_dyn.measure import CONFIRMATIONS, MIN_SAMPLES, timed_ms
+from gluon_dyn.threads import cores
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCHMARKS)
+
+
+def omp_threads_to_set(environ, script):
+    """The MXNET_OMP_MAX_THREADS the benchmark `script`, started with `environ`, must
+    run again with (one thread per core), or None to run on as it is."""
+    if "MXNET_OMP_MAX_THREADS" in environ or "OMP_NUM_THREADS" in environ:
+        return None    # the user's choice, or the run that started this one set it
+    if not script.endswith(".py") or os.path.dirname(os.path.abspath(script)) != BENCHMARKS:
+        return None    # not a benchmark (the tests import this module)
+    return cores()
+
+
+def _run_again_with_omp_threads():
+    threads = omp_threads_to_set(os.environ, sys.argv[0])
+    if threads is None:
+        return
+    print("harness: MXNET_OMP_MAX_THREADS=%d (the physical cores this process may run on; "
+          "MXNet's default is half the CPUs): running %s again with it"
+          % (threads, os.path.basename(sys.argv[0])), file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.environ["MXNET_OMP_MAX_THREADS"] = str(threads)
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+_run_again_with_omp_threads()
+
 # Calls before timing starts: hybridize(dynamic=True) profiles 3 calls, traces on
 # the 4th, then its speed check alternates graph and Python until each has
 # MIN_SAMPLES timings, CONFIRMATIONS times over, before the graph serves every call.
@@ -47,15 +94,17 @@ class Variant:
     """One way to run the benchmarked program.
 
     `run(*arguments)` computes one call and returns its output(s) (MXNet work it
-    queued is waited for inside the timed region). `prepare(arguments)` turns the
-    arguments `make_inputs` gave into this variant's own (NDArrays into torch
-    tensors), before any timing. Outputs must match the reference's to
-    rtol/atol."""
+    queued is waited for inside the timed region); a `self_timed` one returns
+    (output(s), milliseconds) measured where it ran (a PyTorch worker).
+    `prepare(arguments)` turns the arguments `make_inputs` gave into this
+    variant's own (a PyTorch variant sends them to its worker), before any
+    timing. Outputs must match the reference's to rtol/atol."""
     name: str
     run: Callable
     prepare: Callable = _same
     rtol: float = 1e-4
     atol: float = 1e-5
+    self_timed: bool = False
 
 
 @dataclasses.dataclass
@@ -74,14 +123,12 @@ class OutputMismatch(AssertionError):
 
 
 def as_numpy(output):
-    """An output (NDArray, torch tensor, numpy array, or a list/tuple of them) as
-    a list of numpy arrays."""
+    """An output (NDArray, numpy array, or a list/tuple of them) as a list of numpy
+    arrays."""
     if isinstance(output, (list, tuple)):
         return [array for item in output for array in as_numpy(item)]
     if hasattr(output, "asnumpy"):
         return [output.asnumpy()]
-    if hasattr(output, "detach"):  # torch.Tensor
-        return [output.detach().cpu().numpy()]
     return [np.asarray(output)]
 
 
@@ -110,11 +157,19 @@ def _made(variants, make_inputs, calls):
     return made
 
 
+def timed_call(variant, arguments):
+    """(output, milliseconds) of one call of `variant` on its prepared `arguments`:
+    timed here, or where it ran if it is self-timed."""
+    if variant.self_timed:
+        return variant.run(*arguments)
+    return timed_ms(lambda: variant.run(*arguments))
+
+
 def _round(variants, arguments, call, check):
     """One call of every variant in turn; milliseconds of each, in order."""
     times, expected = [], None
     for variant in variants:
-        output, ms = timed_ms(lambda: variant.run(*arguments[variant.name]))
+        output, ms = timed_call(variant, arguments[variant.name])
         times.append(ms)
         if check and expected is None:
             expected = as_numpy(output)
@@ -231,57 +286,128 @@ def twins(make):
     return blocks
 
 
-def import_torch():
-    """torch, with a thread per available CPU, or None (PyTorch rows need `make bench-extra`)."""
-    try:
-        import torch  # pylint: disable=import-outside-toplevel
-    except ImportError:
+@functools.lru_cache(maxsize=None)
+def torch_installed():
+    """Whether PyTorch is installed (said once when it is not); this process never
+    imports it: its variants run in a TorchProcess."""
+    if importlib.util.find_spec("torch") is None:
         print("PyTorch is not installed: its rows are left out (`make bench-extra` adds them)")
-        return None
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
-    return torch
+        return False
+    return True
 
 
-def torch_parameters(torch, pairs):
-    """Copies Gluon parameter values into torch parameters: `pairs` of
-    (torch parameter, gluon Parameter), same layouts (Dense/Linear weights are
-    (out, in) in both; LSTM gates are in the same order)."""
-    with torch.no_grad():
-        for torch_param, gluon_param in pairs:
-            torch_param.copy_(torch.from_numpy(gluon_param.data().asnumpy()))
+class WorkerError(RuntimeError):
+    """The PyTorch worker failed (its traceback is the message) or ended."""
 
 
-def torch_tensors(torch):
-    """`prepare` for a torch variant: every NDArray argument as a torch tensor."""
-    def prepare(arguments):
-        return tuple(torch.from_numpy(a.asnumpy()) if isinstance(a, mx.nd.NDArray) else a
-                     for a in arguments)
-    return prepare
+def layer_values(layer):
+    """A Gluon layer's weight and its bias, if it has one, as numpy arrays: a layer
+    argument of torch_twins' builders."""
+    params = (layer.weight, getattr(layer, "bias", None))
+    return tuple(param.data().asnumpy() for param in params if param is not None)
 
 
-def torch_call(torch, forward, parameters, train=False):
-    """`run` for a torch program: inference under no_grad, or forward and
-    backward of the output's sum (the parameters' gradients zeroed first)."""
-    def run(*arguments):
-        if not train:
-            with torch.no_grad():
-                return forward(*arguments)
-        for param in parameters:
-            param.grad = None
-        out = forward(*arguments)
-        out.sum().backward()
-        return out
-    return run
+def numpy_arguments(arguments):
+    """The default `encode` of a TorchProcess: NDArray arguments as numpy arrays."""
+    return tuple(a.asnumpy() if isinstance(a, mx.nd.NDArray) else a for a in arguments)
 
 
-def torch_variants(torch, forward, parameters, train=False, rtol=1e-4, atol=1e-5):
-    """PyTorch eager and torch.compile running `forward` (none without torch)."""
-    if torch is None:
+@contextlib.contextmanager
+def _main_script_hidden():
+    """Hides the main script from a process spawned meanwhile: spawn runs it again in
+    the child (a pickled target may be defined there) unless __main__ names none, as
+    under `python -c`. The benchmark scripts load MXNet (and TVM), which the PyTorch
+    worker must not; its code is in torch_worker.py and torch_twins.py."""
+    main = sys.modules["__main__"]
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__")
+             if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
+
+
+class TorchProcess:
+    """A PyTorch program (torch_twins' `builder` with `arguments`: numpy arrays, ints,
+    strings) in a worker process of its own (torch_worker.py says the protocol), with
+    `threads` threads (default: one per physical core), in training mode (`train`:
+    forward and backward of the output's sum) or inference. `encode(arguments)` turns
+    a call's arguments into what the worker receives (picklable; the builder's
+    `prepare` reads it). Close it when done (a context manager); a daemon, it ends
+    with this process anyway."""
+
+    def __init__(self, builder, *arguments, train=False, threads=None,
+                 encode=numpy_arguments):
+        context = multiprocessing.get_context("spawn")
+        self._connection, worker_end = context.Pipe()
+        self.encode = encode
+        self.process = context.Process(
+            target=torch_worker.serve, name="pytorch " + builder, daemon=True,
+            args=(worker_end, builder, arguments, train, threads or cores()))
+        with _main_script_hidden():
+            self.process.start()
+        worker_end.close()   # so that the worker's end alone keeps it open: recv sees it end
+        self._reply()        # built
+
+    def _reply(self):
+        try:
+            status, value = self._connection.recv()
+        except EOFError:
+            self.close()
+            raise WorkerError("the PyTorch worker %s ended (exit code %s)"
+                              % (self.process.name, self.process.exitcode)) from None
+        if status == "error":
+            self.close()
+            raise WorkerError("the PyTorch worker %s failed:\n%s" % (self.process.name, value))
+        return value
+
+    def prepare(self, arguments):
+        """`Variant.prepare`: sends one call's arguments; (their token,)."""
+        self._connection.send(("prepare", self.encode(arguments)))
+        return (self._reply(),)
+
+    def run(self, variant, token):
+        """One call of `variant` ("pytorch eager" or "torch.compile") on the arguments
+        sent under `token`: (outputs as numpy arrays, milliseconds in the worker)."""
+        self._connection.send(("run", variant, token))
+        return self._reply()
+
+    def variants(self, names=("pytorch eager", "torch.compile"), rtol=1e-4, atol=1e-5):
+        """`Variant`s running this program ("torch.compile": torch.compile(forward))."""
+        return [Variant(name, functools.partial(self.run, name), prepare=self.prepare,
+                        rtol=rtol, atol=atol, self_timed=True) for name in names]
+
+    def close(self):
+        """Ends the worker and waits for it (killed after 30 s); again, does nothing."""
+        if self.process.is_alive():
+            try:
+                self._connection.send(("close",))
+            except OSError:   # it is ending already
+                pass
+            self.process.join(timeout=30)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self._connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.close()
+
+
+def torch_variants(workers, builder, *arguments, names=("pytorch eager", "torch.compile"),
+                   rtol=1e-4, atol=1e-5, **options):
+    """PyTorch variants running torch_twins' `builder` with `arguments` in a TorchProcess
+    (`options`: its own) that `workers`, a contextlib.ExitStack, closes; none without
+    PyTorch."""
+    if not torch_installed():
         return []
-    return [Variant(name, torch_call(torch, run, parameters, train),
-                    prepare=torch_tensors(torch), rtol=rtol, atol=atol)
-            for name, run in (("pytorch eager", forward),
-                              ("torch.compile", torch.compile(forward)))]
+    process = workers.enter_context(TorchProcess(builder, *arguments, **options))
+    return process.variants(names, rtol, atol)
 
 
 def command_line():

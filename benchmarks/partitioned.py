@@ -13,10 +13,12 @@
 Variants (benchmarks/harness.py: outputs checked against the imperative run, fresh inputs,
 warm-up, interleaved, medians): imperative; hybridize(dynamic=True); hybridize(dynamic=True,
 backend="tvm") for inference, both with the speed check off; PyTorch eager with the same
-weights (`make bench-extra`), one thread by default (--torch-threads). The dynamic variants'
-reports must show every timed call served by graphs (the run stops otherwise).
+weights (`make bench-extra`), in a process of its own, one thread by default (--torch-threads).
+The dynamic variants' reports must show every timed call served by graphs (the run stops
+otherwise).
 """
 import argparse
+import contextlib
 
 import mxnet as mx
 import numpy as np
@@ -24,7 +26,7 @@ from mxnet import gluon
 
 import gluon_dyn
 import harness
-from control_flow_rnn import torch_cell
+from control_flow_rnn import cell_values
 
 FEATURES, HIDDEN, STEPS, BATCH = 32, 64, 20, 4
 
@@ -76,44 +78,14 @@ class ReadingRNN(gluon.Block):
         return self.out(layer(h))
 
 
-def torch_linear(torch, dense):
-    """The torch.nn.Linear computing what the Gluon Dense `dense` computes."""
-    linear = torch.nn.Linear(dense.weight.shape[1], dense.weight.shape[0])
-    harness.torch_parameters(torch, [(linear.weight, dense.weight), (linear.bias, dense.bias)])
-    return linear
-
-
-def torch_masked_head(torch, net):
-    """The masked head in PyTorch eager, with `net`'s weights: (forward, parameters)."""
-    score = [torch_linear(torch, dense) for dense in net.score]
-    head = [torch_linear(torch, dense) for dense in net.head]
-
-    def forward(rows):
-        scores = score[2](torch.tanh(score[1](torch.tanh(score[0](rows))))).reshape(-1)
-        out = head[2](torch.relu(head[1](torch.relu(head[0](rows[scores.detach() > 0])))))
-        if out.sum() > 0:
-            out = out * 0.5
-        return out
-    return forward, [p for layer in score + head for p in layer.parameters()]
-
-
-def torch_reading_rnn(torch, net):
-    """The RNN with a host read in PyTorch eager, with `net`'s weights."""
-    cell = torch_cell(torch, net.cell)
-    up, down, out = (torch_linear(torch, dense) for dense in (net.up, net.down, net.out))
-
-    def forward(seq):
-        state = None
-        for t in range(STEPS):
-            state = cell(seq[t], state)
-        layer = up if state[0].mean().item() > 0 else down
-        for t in range(STEPS, 2 * STEPS):
-            state = cell(seq[t], state)
-        return out(layer(state[0]))
-    return forward, [p for m in (cell, up, down, out) for p in m.parameters()]
-
-
-TORCH_TWINS = {MaskedHead: torch_masked_head, ReadingRNN: torch_reading_rnn}
+def torch_twin(net):
+    """The torch_twins builder computing what `net` (a MaskedHead or ReadingRNN)
+    computes, and its arguments (the parameter values)."""
+    if isinstance(net, MaskedHead):
+        return ("build_masked_head", [harness.layer_values(dense) for dense in net.score],
+                [harness.layer_values(dense) for dense in net.head])
+    return ("build_reading_rnn", cell_values(net.cell),
+            *(harness.layer_values(dense) for dense in (net.up, net.down, net.out)), STEPS)
 
 
 def masked_inputs(call):
@@ -156,9 +128,6 @@ def main():
                         help="PyTorch's threads (default 1: these operators are small, and a "
                              "thread per core spins against MXNet's engine and other jobs)")
     args = parser.parse_args()
-    torch = harness.import_torch()
-    if torch is not None:
-        torch.set_num_threads(args.torch_threads)
     rows = []
     for title, model, make_inputs in (("masked head", MaskedHead, masked_inputs),
                                       ("rnn with a host read", ReadingRNN, rnn_inputs)):
@@ -166,11 +135,11 @@ def main():
             nets = variants(model, tvm=not train)
             runs = [harness.Variant(name, harness.gluon_call(net, train))
                     for name, net in nets.items()]
-            if torch is not None:
-                forward, parameters = TORCH_TWINS[model](torch, nets["imperative"])
-                runs.append(harness.Variant("pytorch eager", harness.torch_call(
-                    torch, forward, parameters, train), prepare=harness.torch_tensors(torch)))
-            timings = harness.compare(runs, make_inputs, args.repeats)
+            with contextlib.ExitStack() as workers:
+                runs += harness.torch_variants(workers, *torch_twin(nets["imperative"]),
+                                               names=("pytorch eager",), train=train,
+                                               threads=args.torch_threads)
+                timings = harness.compare(runs, make_inputs, args.repeats)
             for name, net in nets.items():
                 if name == "imperative":
                     continue

@@ -1,66 +1,59 @@
 """The models of recursive_models.py, each variant timed alone in its own process.
 
-recursive_models.py interleaves its variants in one process, as every benchmark
-here does. On the 2-core machine that puts PyTorch's and MXNet's thread pools in
-one process: whichever runs second after the other's threads spun waits for
-them, and under load from other processes PyTorch's two threads lose by tens of
-milliseconds a tree (its rows there swing from 0.5 to 300 ms). Here each round
-starts one process per variant in turn (imperative, dynamic, PyTorch eager with
-one thread and with two), each warming up and then timing the same stream of
-new trees; outputs of every process are checked against the imperative one's
-(one call per round), and the table gives per variant the median over all
-rounds' timed calls.
+recursive_models.py interleaves its variants call by call, as every benchmark
+here does (PyTorch's in a worker process). On the 2-core machine whichever runs
+after the other's threads spun waits for them, and under load from other
+processes PyTorch's two threads lose by tens of milliseconds a tree (its rows
+there swing from 0.5 to 300 ms). Here each round starts one process per variant
+in turn (imperative, dynamic, PyTorch eager with one thread and with two, in a
+worker of its own), each warming up and then timing the same stream of new
+trees; outputs of every process are checked against the imperative one's (one
+call per round), and the table gives per variant the median over all rounds'
+timed calls.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 
+import mxnet as mx
 import numpy as np
+
+import harness
+import recursive_models
 
 VARIANTS = ("imperative", "dynamic", "pytorch eager, 1 thread", "pytorch eager, 2 threads")
 
 
 def child(args):
     """Times `args.variant` alone; prints {"ms": [...], "output": [...]} as JSON."""
-    import mxnet as mx
-    from mxnet import autograd
-
-    import harness
-    import recursive_models
-
-    title, model, torch_model = {"treelstm": ("Tree-LSTM", recursive_models.TreeLSTM,
-                                              recursive_models.TorchTreeLSTM),
-                                 "treernn": ("TreeRNN", recursive_models.TreeRNN,
-                                             recursive_models.TorchTreeRNN)}[args.model]
+    title, model = {"treelstm": ("Tree-LSTM", recursive_models.TreeLSTM),
+                    "treernn": ("TreeRNN", recursive_models.TreeRNN)}[args.model]
     mx.random.seed(0)
     block = model()
     block.initialize(mx.init.Xavier())
     stream = recursive_models.make_stream(args.seed, args.per_call)
-    if args.variant.startswith("pytorch"):
-        import torch
-        torch.set_num_threads(int(args.variant.split(", ")[1].split()[0]))
-        twin = torch_model(torch)
-        harness.torch_parameters(torch, twin.pairs(block))
-        run = harness.torch_call(torch, twin, [pair[0] for pair in twin.pairs(block)],
-                                 args.train)
-        prepare = recursive_models.torch_trees(torch)
-    else:
-        if args.variant == "dynamic":
-            block.hybridize(dynamic=True)
-        run, prepare = harness.gluon_call(block, args.train), (lambda arguments: arguments)
-    for call in range(recursive_models.WARMUP):
-        harness.timed_ms(lambda: run(*prepare(stream(call))))
-    calls = range(recursive_models.WARMUP, recursive_models.WARMUP + args.calls)
-    inputs = [prepare(stream(call)) for call in calls]
-    mx.nd.waitall()
-    times, first = [], None
-    for arguments in inputs:
-        output, ms = harness.timed_ms(lambda: run(*arguments))
-        times.append(ms / args.per_call)
-        if first is None:
-            first = [array.tolist() for array in harness.as_numpy(output)]
+    with contextlib.ExitStack() as workers:
+        if args.variant.startswith("pytorch"):
+            threads = int(args.variant.split(", ")[1].split()[0])
+            variant, = recursive_models.torch_variants(workers, block, args.train, threads)
+        else:
+            if args.variant == "dynamic":
+                block.hybridize(dynamic=True)
+            variant = harness.Variant(args.variant, harness.gluon_call(block, args.train))
+        for call in range(recursive_models.WARMUP):
+            harness.timed_call(variant, variant.prepare(stream(call)))
+        calls = range(recursive_models.WARMUP, recursive_models.WARMUP + args.calls)
+        inputs = [variant.prepare(stream(call)) for call in calls]
+        mx.nd.waitall()
+        times, first = [], None
+        for arguments in inputs:
+            output, ms = harness.timed_call(variant, arguments)
+            times.append(ms / args.per_call)
+            if first is None:
+                first = [array.tolist() for array in harness.as_numpy(output)]
     print(json.dumps({"ms": times, "output": first, "title": title}))
 
 
@@ -76,10 +69,12 @@ def main():
     args = parser.parse_args()
     if args.variant:
         return child(args)
-    times = {variant: [] for variant in VARIANTS}
+    variants = [variant for variant in VARIANTS
+                if not variant.startswith("pytorch") or harness.torch_installed()]
+    times = {variant: [] for variant in variants}
     for _ in range(args.rounds):
         results = {}
-        for variant in VARIANTS:
+        for variant in variants:
             command = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + [
                 "--variant", variant]
             line = subprocess.run(command, check=True, capture_output=True,
@@ -91,7 +86,6 @@ def main():
             for got, want in zip(result["output"], reference):
                 if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
                     raise SystemExit("%s computed other outputs than imperative" % variant)
-    import harness
     medians = {variant: float(np.median(ms)) for variant, ms in times.items()}
     harness.print_table(
         "%s, %d tree%s per call, %s, each variant alone in its process (%d rounds of %d new "

@@ -10,11 +10,13 @@ imperative run during warm-up, inputs made before the timed calls, medians):
                   a call's groups composed into one whole-call program;
 - dynamic tvm:    hybridize(dynamic=True, backend="tvm"), inference (training runs
                   the same MXNet graphs as dynamic);
-- pytorch eager:  the same model in PyTorch, when `make bench-extra` installed it.
+- pytorch eager:  the same model in PyTorch, in a process of its own, when `make
+                  bench-extra` installed it.
 The dynamic variants must have served every timed call by the recursion engine
 (the block's report says so); the run stops otherwise.
 """
 import argparse
+import contextlib
 
 import mxnet as mx
 import numpy as np
@@ -22,6 +24,7 @@ from mxnet import gluon
 
 import gluon_dyn
 import harness
+import torch_twins
 
 HIDDEN, EMBED, VOCAB, CLASSES = 150, 300, 1000, 5
 LEAVES = (20, 31)          # leaves per tree: 20 to 30
@@ -94,75 +97,30 @@ class TreeRNN(gluon.Block):
         return mx.nd.concat(*[self.out(self.encode(tree)) for tree in trees], dim=0)
 
 
-class TorchTreeLSTM:
-    """TreeLSTM in PyTorch eager (context only; never a dependency)."""
-
-    def __init__(self, torch):
-        nn = torch.nn
-        self.torch = torch
-        self.embed, self.iou_x = nn.Embedding(VOCAB, EMBED), nn.Linear(EMBED, 3 * HIDDEN)
-        self.iou_h = nn.Linear(HIDDEN, 3 * HIDDEN, bias=False)
-        self.f_h, self.out = nn.Linear(HIDDEN, HIDDEN), nn.Linear(HIDDEN, CLASSES)
-
-    def pairs(self, net):
-        return [(self.embed.weight, net.embed.weight), (self.iou_x.weight, net.iou_x.weight),
-                (self.iou_x.bias, net.iou_x.bias), (self.iou_h.weight, net.iou_h.weight),
-                (self.f_h.weight, net.f_h.weight), (self.f_h.bias, net.f_h.bias),
-                (self.out.weight, net.out.weight), (self.out.bias, net.out.bias)]
-
-    def node(self, tree):
-        t = self.torch
-        if not tree.children:
-            i, o, u = self.iou_x(self.embed(tree.word)).chunk(3, dim=1)
-            c = t.sigmoid(i) * t.tanh(u)
-            return t.sigmoid(o) * t.tanh(c), c
-        states = [self.node(child) for child in tree.children]
-        h_sum = sum(h for h, _ in states)
-        i, o, u = self.iou_h(h_sum).chunk(3, dim=1)
-        c = t.sigmoid(i) * t.tanh(u)
-        for h, child_c in states:
-            c = c + t.sigmoid(self.f_h(h)) * child_c
-        return t.sigmoid(o) * t.tanh(c), c
-
-    def __call__(self, trees):
-        return self.torch.cat([self.out(self.node(tree)[0]) for tree in trees], dim=0)
+def torch_twin(block):
+    """The torch_twins builder computing what `block` (a TreeLSTM or TreeRNN) computes,
+    and its arguments (the parameter values)."""
+    if isinstance(block, TreeLSTM):
+        return ("build_tree_lstm",) + tuple(harness.layer_values(layer) for layer in (
+            block.embed, block.iou_x, block.iou_h, block.f_h, block.out))
+    return ("build_tree_rnn",) + tuple(harness.layer_values(layer) for layer in (
+        block.embed, block.compose, block.out))
 
 
-class TorchTreeRNN:
-    """TreeRNN in PyTorch eager."""
-
-    def __init__(self, torch):
-        self.torch = torch
-        self.embed = torch.nn.Embedding(VOCAB, HIDDEN)
-        self.compose = torch.nn.Linear(2 * HIDDEN, HIDDEN)
-        self.out = torch.nn.Linear(HIDDEN, CLASSES)
-
-    def pairs(self, net):
-        return [(self.embed.weight, net.embed.weight), (self.compose.weight, net.compose.weight),
-                (self.compose.bias, net.compose.bias), (self.out.weight, net.out.weight),
-                (self.out.bias, net.out.bias)]
-
-    def encode(self, tree):
-        if not tree.children:
-            return self.embed(tree.word)
-        left, right = tree.children
-        return self.torch.tanh(self.compose(self.torch.cat([self.encode(left),
-                                                            self.encode(right)], dim=1)))
-
-    def __call__(self, trees):
-        return self.torch.cat([self.out(self.encode(tree)) for tree in trees], dim=0)
+def plain_trees(arguments):
+    """`encode` for the PyTorch worker: a call's trees as torch_twins.Trees, words as
+    numpy arrays (picklable without MXNet)."""
+    def plain(tree):
+        return torch_twins.Tree(None if tree.word is None else tree.word.asnumpy(),
+                                [plain(child) for child in tree.children])
+    return ([plain(tree) for tree in arguments[0]],)
 
 
-def torch_trees(torch):
-    """`prepare` for the torch variant: the trees again, words as torch tensors."""
-    def convert(tree):
-        word = None if tree.word is None else torch.from_numpy(
-            tree.word.asnumpy().astype("int64"))
-        return Tree(word, [convert(child) for child in tree.children])
-
-    def prepare(arguments):
-        return ([convert(tree) for tree in arguments[0]],)
-    return prepare
+def torch_variants(workers, block, train, threads=None):
+    """The "pytorch eager" variant of `block`'s model with its parameter values, in a
+    worker that `workers` (a contextlib.ExitStack) closes; none without PyTorch."""
+    return harness.torch_variants(workers, *torch_twin(block), names=("pytorch eager",),
+                                  train=train, threads=threads, encode=plain_trees)
 
 
 def make_stream(seed, trees_per_call):
@@ -174,9 +132,9 @@ def make_stream(seed, trees_per_call):
     return make_inputs
 
 
-def variants(model, torch_model, train, torch, tvm_cache):
+def variants(model, train, tvm_cache, workers):
     """The variants of one row, and the dynamic blocks whose reports must show the
-    recursion engine served them."""
+    recursion engine served them; `workers` (a contextlib.ExitStack) closes PyTorch's."""
     mx.random.seed(0)
     blocks = {name: model() for name in ("imperative", "dynamic", "dynamic tvm")}
     for block in blocks.values():
@@ -187,13 +145,7 @@ def variants(model, torch_model, train, torch, tvm_cache):
                                     backend_options={"cache_dir": tvm_cache})
     names = ["imperative", "dynamic"] + ([] if train else ["dynamic tvm"])
     chosen = [harness.Variant(name, harness.gluon_call(blocks[name], train)) for name in names]
-    if torch is not None:
-        twin = torch_model(torch)
-        harness.torch_parameters(torch, twin.pairs(blocks["imperative"]))
-        parameters = [pair[0] for pair in twin.pairs(blocks["imperative"])]
-        chosen.append(harness.Variant("pytorch eager", harness.torch_call(torch, twin, parameters,
-                                                                         train),
-                                      prepare=torch_trees(torch)))
+    chosen += torch_variants(workers, blocks["imperative"], train)
     return chosen, {name: blocks[name] for name in names[1:]}
 
 
@@ -217,18 +169,17 @@ def main():
     parser.add_argument("--tvm-cache", default=None,
                         help="TVM's compile cache (default: gluon_dyn's user cache)")
     args = parser.parse_args()
-    torch = harness.import_torch()
-    models = {"treelstm": ("Tree-LSTM", TreeLSTM, TorchTreeLSTM),
-              "treernn": ("TreeRNN", TreeRNN, TorchTreeRNN)}
+    models = {"treelstm": ("Tree-LSTM", TreeLSTM), "treernn": ("TreeRNN", TreeRNN)}
     rows = []
     for seed, key in enumerate(args.models.split(",")):
-        title, model, torch_model = models[key]
+        title, model = models[key]
         for per_call in (1, BATCH):
             for train in (False, True):
-                chosen, blocks = variants(model, torch_model, train, torch, args.tvm_cache)
                 calls = max(1, args.trees // per_call)
-                timing = harness.compare(chosen, make_stream(seed, per_call), repeats=calls,
-                                         warmup=WARMUP)
+                with contextlib.ExitStack() as workers:
+                    chosen, blocks = variants(model, train, args.tvm_cache, workers)
+                    timing = harness.compare(chosen, make_stream(seed, per_call),
+                                             repeats=calls, warmup=WARMUP)
                 made = timing["imperative"]
                 recursion = check_served(blocks, len(made.warmup_ms) + len(made.timed_ms))
                 ms = {name: t.median_ms for name, t in timing.items()}

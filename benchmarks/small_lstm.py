@@ -6,16 +6,18 @@ fresh inputs, warm-up, interleaved, medians), inference and training:
 - dynamic:         the same Block, net.hybridize(dynamic=True);
 - hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True);
 - pytorch eager, torch.compile: the same loop over torch.nn.LSTMCell with the same
-                   weights, when the optional benchmark extra is installed (`make bench-extra`).
+                   weights, in a process of their own, when the optional benchmark extra is
+                   installed (`make bench-extra`).
 """
 import argparse
+import contextlib
 
 import mxnet as mx
 from mxnet import gluon
 
 import gluon_dyn
 import harness
-from control_flow_rnn import torch_cell
+from control_flow_rnn import cell_values
 
 HIDDEN, BATCH, STEPS, INPUT = 64, 1, 50, 64
 COMPARED = ("hand-unrolled", "pytorch eager", "torch.compile")   # with dynamic, in the table
@@ -49,20 +51,14 @@ class UnrolledLSTM(gluon.HybridBlock):
         return self.head(out)
 
 
-def torch_loop(torch, net):
-    """LoopLSTM `net` in PyTorch eager with its parameter values: (forward, parameters)."""
-    cell, head = torch_cell(torch, net.cell), torch.nn.Linear(HIDDEN, 1)
-    harness.torch_parameters(torch, [(head.weight, net.head.weight), (head.bias, net.head.bias)])
-
-    def forward(seq):
-        state = None
-        for t in range(seq.shape[0]):
-            state = cell(seq[t], state)
-        return head(state[0])
-    return forward, list(cell.parameters()) + list(head.parameters())
+def torch_twin(net):
+    """The torch_twins builder computing what `net` (a LoopLSTM or UnrolledLSTM)
+    computes, and its arguments (the parameter values)."""
+    return "build_lstm_head", cell_values(net.cell), harness.layer_values(net.head)
 
 
-def variants(train, torch):
+def variants(train, workers):
+    """The variants of one mode; `workers` (a contextlib.ExitStack) closes PyTorch's."""
     mx.random.seed(0)
     nets = {"imperative": LoopLSTM(), "dynamic": LoopLSTM(), "hand-unrolled": UnrolledLSTM()}
     for net in nets.values():
@@ -71,8 +67,7 @@ def variants(train, torch):
     nets["dynamic"].hybridize(dynamic=True)
     nets["hand-unrolled"].hybridize(static_alloc=True)
     result = [harness.Variant(name, harness.gluon_call(net, train)) for name, net in nets.items()]
-    if torch is not None:
-        result += harness.torch_variants(torch, *torch_loop(torch, nets["imperative"]), train)
+    result += harness.torch_variants(workers, *torch_twin(nets["imperative"]), train=train)
     return result, nets["dynamic"]
 
 
@@ -80,12 +75,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
-    torch = harness.import_torch()
     rows = []
     for train in (False, True):
-        runs, dynamic = variants(train, torch)
-        timings = harness.compare(
-            runs, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
+        with contextlib.ExitStack() as workers:
+            runs, dynamic = variants(train, workers)
+            timings = harness.compare(
+                runs, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),),
+                args.repeats)
         ms = {name: timing.median_ms for name, timing in timings.items()}
         rows.append(["training" if train else "inference", ms["imperative"],
                      "%.2f (%s)" % (ms["dynamic"], harness.ratio(ms["imperative"], ms["dynamic"]))]

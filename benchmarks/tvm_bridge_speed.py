@@ -15,11 +15,13 @@ variants, medians):
    matrix products measured for BLAS and what was chosen: tvm_bridge.gemm_choice);
 3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc, static_shape)
    (reference) vs tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
-PyTorch rows appear when torch is installed (`make bench-extra`). "first calls s"
+PyTorch rows appear when torch is installed (`make bench-extra`); PyTorch runs in a
+process of its own. "first calls s"
 is the wall time of the warm-up calls (profiling, tracing, speed check, TVM
 compile and tuning, torch.compile's compile).
 """
 import argparse
+import contextlib
 import os
 import tempfile
 
@@ -29,8 +31,8 @@ from mxnet import gluon
 import gluon_dyn
 import harness
 import tvm_bridge
-from control_flow_rnn import Loop, fused_layer, torch_cell, torch_steps
-from small_lstm import BATCH, HIDDEN, INPUT, STEPS, LoopLSTM, UnrolledLSTM, torch_loop
+from control_flow_rnn import Loop, cell_values, fused_layer
+from small_lstm import BATCH, HIDDEN, INPUT, STEPS, LoopLSTM, UnrolledLSTM, torch_twin
 from tvm_bridge.gemm_choice import measured_gemms
 from tvm_bridge.runtime import configure_threads
 
@@ -63,7 +65,7 @@ def plan_summary(net):
             shape, choice["chosen"], choice["history"][-1]["times_ms"]))
 
 
-def small_lstm(args, torch, cache_root):
+def small_lstm(args, cache_root):
     mx.random.seed(0)
     names = ["imperative", "dynamic mxnet", "dynamic tvm", "dynamic tvm tuned"]
     nets = {name: LoopLSTM() for name in names}
@@ -79,16 +81,17 @@ def small_lstm(args, torch, cache_root):
         cache_root, "dynamic tvm tuned", args.trials))
     nets["hand-unrolled static"].hybridize(static_alloc=True, static_shape=True)
     variants = [harness.Variant(name, harness.gluon_call(net)) for name, net in nets.items()]
-    if torch is not None:
-        variants += harness.torch_variants(torch, *torch_loop(torch, nets["imperative"]))
-    timings = harness.compare(
-        variants, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),), args.repeats)
+    with contextlib.ExitStack() as workers:
+        variants += harness.torch_variants(workers, *torch_twin(nets["imperative"]))
+        timings = harness.compare(
+            variants, lambda call: (harness.normal_array((STEPS, BATCH, INPUT), call),),
+            args.repeats)
     table("small LSTM (hidden %d, batch %d, %d steps), inference" % (HIDDEN, BATCH, STEPS),
           timings, "imperative")
     plan_summary(nets["dynamic tvm"])
 
 
-def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
+def control_flow_config(args, cache_root, batch, hidden=512, steps=100):
     mx.random.seed(0)
     names = ["dynamic mxnet", "dynamic tvm"] + (["dynamic tvm tuned"] if args.config_trials
                                                 else [])
@@ -106,13 +109,12 @@ def control_flow_config(args, torch, cache_root, batch, hidden=512, steps=100):
     variants.append(harness.Variant("gluon.rnn.LSTM (fused)",
                                     harness.gluon_call(fused_layer(cell)),
                                     rtol=1e-3, atol=1e-4))
-    if torch is not None:
-        twin = torch_cell(torch, cell)
-        variants += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
-                                           list(twin.parameters()), rtol=1e-3, atol=1e-4)
-    timings = harness.compare(
-        variants, lambda call: (harness.normal_array((steps, batch, hidden), call),),
-        max(3, args.repeats // 10))
+    with contextlib.ExitStack() as workers:
+        variants += harness.torch_variants(workers, "build_cell_loop", cell_values(cell),
+                                           rtol=1e-3, atol=1e-4)
+        timings = harness.compare(
+            variants, lambda call: (harness.normal_array((steps, batch, hidden), call),),
+            max(3, args.repeats // 10))
     table("LSTM hidden %d, %d steps, batch %d, inference (per-step outputs stacked)"
           % (hidden, steps, batch), timings, "dynamic mxnet")
     plan_summary(nets["dynamic tvm"])
@@ -158,14 +160,13 @@ def main():
     args = parser.parse_args()
     print("TVM_NUM_THREADS=%d (tvm_bridge's default: the CPUs available, %d here)"
           % (configure_threads(), len(os.sched_getaffinity(0))))
-    torch = harness.import_torch()
     with tempfile.TemporaryDirectory(prefix="tvm_bridge_speed_") as fresh:
         cache_root = args.cache_dir or fresh
         if args.only in (None, "small"):
-            small_lstm(args, torch, cache_root)
+            small_lstm(args, cache_root)
         if args.only in (None, "config"):
             for batch in (1, 32):
-                control_flow_config(args, torch, cache_root, batch)
+                control_flow_config(args, cache_root, batch)
         if args.only in (None, "lenet"):
             for batch in (1, 64):
                 lenet_speed(args, cache_root, batch)

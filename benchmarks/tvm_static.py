@@ -11,13 +11,14 @@ variants, medians):
     operator, same weights) vs compile_block;
 (c) LeNet, batch 1 and 64: MXNet hybridized vs compile_block (TVM or MXNet per
     segment, by measurement).
-PyTorch eager and torch.compile run the same programs when torch is installed
-(`make bench-extra`). TVM runs a thread per available CPU unless TVM_NUM_THREADS
-says otherwise. Compile times are wall seconds of compile_block (partition,
-compile, tuning and its own measurements). The TVM caches are fresh temporary
-folders unless --cache-dir is given.
+PyTorch eager and torch.compile run the same programs, in a process of their own,
+when torch is installed (`make bench-extra`). TVM runs a thread per available CPU
+unless TVM_NUM_THREADS says otherwise. Compile times are wall seconds of
+compile_block (partition, compile, tuning and its own measurements). The TVM
+caches are fresh temporary folders unless --cache-dir is given.
 """
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -34,8 +35,8 @@ import harness  # noqa: E402
 import tvm_bridge  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from control_flow_rnn import fused_layer, torch_cell, torch_steps  # noqa: E402
-from small_lstm import UnrolledLSTM, torch_loop  # noqa: E402
+from control_flow_rnn import cell_values, fused_layer  # noqa: E402
+from small_lstm import UnrolledLSTM, torch_twin  # noqa: E402
 from tvm_bridge_speed import lenet  # noqa: E402
 
 MXNET = "mxnet hybridized"  # the reference variant
@@ -94,7 +95,8 @@ def hybridized(net):
     return harness.Variant(MXNET, harness.gluon_call(net))
 
 
-def small_lstm(args, torch):
+def small_lstm(args, workers):
+    """(a); `workers` (a contextlib.ExitStack) closes PyTorch's."""
     shape = (50, 1, 64)
     net = UnrolledLSTM()
     variants, compile_s = [hybridized(net)], {}
@@ -103,14 +105,14 @@ def small_lstm(args, torch):
     tuned_name = "compile_block tuned (%d trials)" % args.trials
     tuned, tuned_block = compiled_variant(compile_s, tuned_name, net, example, args.cache_dir,
                                           tune=args.trials)
-    variants += [untuned, tuned] + harness.torch_variants(torch, *torch_loop(torch, net)) \
-        if torch else [untuned, tuned]
+    variants += [untuned, tuned] + harness.torch_variants(workers, *torch_twin(net))
     measure_and_print("(a) LSTM hidden 64, batch 1, 50 steps, inference", variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s, args.repeats)
     describe_plan(tuned_name, tuned_block)
 
 
-def control_flow_config(args, torch, batch, hidden=512, steps=100):
+def control_flow_config(args, workers, batch, hidden=512, steps=100):
+    """(b) at `batch`; `workers` (a contextlib.ExitStack) closes PyTorch's."""
     shape = (steps, batch, hidden)
     net = UnrolledCellLoop(gluon.rnn.LSTMCell(hidden, input_size=hidden), steps, batch)
     variants, compile_s = [hybridized(net)], {}
@@ -120,10 +122,8 @@ def control_flow_config(args, torch, batch, hidden=512, steps=100):
     variant, compiled = compiled_variant(compile_s, "compile_block b%d" % batch, net,
                                          (harness.normal_array(shape, 0),), args.cache_dir)
     variants.append(variant)
-    if torch is not None:
-        twin = torch_cell(torch, net.cell)
-        variants += harness.torch_variants(torch, lambda seq: torch_steps(torch, twin, seq),
-                                           list(twin.parameters()), rtol=1e-3, atol=1e-4)
+    variants += harness.torch_variants(workers, "build_cell_loop", cell_values(net.cell),
+                                       rtol=1e-3, atol=1e-4)
     measure_and_print("(b) LSTM hidden %d, %d steps, batch %d, inference (outputs stacked)"
                       % (hidden, steps, batch), variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s,
@@ -131,29 +131,17 @@ def control_flow_config(args, torch, batch, hidden=512, steps=100):
     describe_plan("compile_block", compiled)
 
 
-def torch_lenet(torch, net):
-    nn = torch.nn
-    layers = [nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2, 2), nn.Conv2d(20, 50, 5), nn.ReLU(),
-              nn.MaxPool2d(2, 2), nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
-              nn.Linear(500, 10)]
-    gluon_layers = [layer for layer in net if layer.params.keys()]
-    torch_layers = [layer for layer in layers if list(layer.parameters())]
-    harness.torch_parameters(torch, [
-        (t.weight, g.weight) for t, g in zip(torch_layers, gluon_layers)] + [
-        (t.bias, g.bias) for t, g in zip(torch_layers, gluon_layers)])
-    model = nn.Sequential(*layers).eval()
-    return model, list(model.parameters())
-
-
-def lenet_speed(args, torch, batch):
+def lenet_speed(args, workers, batch):
+    """(c) at `batch`; `workers` (a contextlib.ExitStack) closes PyTorch's."""
     shape = (batch, 1, 28, 28)
     reference, net = harness.twins(lenet)
     variants, compile_s = [harness.Variant(MXNET, harness.gluon_call(reference))], {}
     variant, compiled = compiled_variant(compile_s, "compile_block b%d" % batch, net,
                                          (harness.normal_array(shape, 0),), args.cache_dir)
     variants.append(variant)
-    if torch is not None:
-        variants += harness.torch_variants(torch, *torch_lenet(torch, net))
+    variants += harness.torch_variants(
+        workers, "build_lenet", [harness.layer_values(layer) for layer in net
+                                 if layer.params.keys()])
     measure_and_print("(c) LeNet, batch %d, inference" % batch, variants,
                       lambda call: (harness.normal_array(shape, call),), compile_s, args.repeats)
     describe_plan("compile_block", compiled)
@@ -168,18 +156,20 @@ def main():
                         help="TVM caches (default: a fresh temporary folder)")
     parser.add_argument("--only", choices=("a", "b", "c"), default=None)
     args = parser.parse_args()
-    torch = harness.import_torch()
     with tempfile.TemporaryDirectory(prefix="tvm_static_") as fresh:
         args.cache_dir = args.cache_dir or fresh
         print("TVM_NUM_THREADS=%s" % os.environ["TVM_NUM_THREADS"])
         if args.only in (None, "a"):
-            small_lstm(args, torch)
+            with contextlib.ExitStack() as workers:
+                small_lstm(args, workers)
         if args.only in (None, "b"):
             for batch in (1, 32):
-                control_flow_config(args, torch, batch)
+                with contextlib.ExitStack() as workers:
+                    control_flow_config(args, workers, batch)
         if args.only in (None, "c"):
             for batch in (1, 64):
-                lenet_speed(args, torch, batch)
+                with contextlib.ExitStack() as workers:
+                    lenet_speed(args, workers, batch)
 
 
 if __name__ == "__main__":

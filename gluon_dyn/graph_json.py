@@ -13,6 +13,39 @@ def load_symbol(graph):
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
 
 
+def node(op, name, inputs, **attrs):
+    """A JSON node dict; inputs are [node index or node dict, output, 0] entries."""
+    return {"op": op, "name": name, "inputs": inputs, "attrs": attrs}
+
+
+def output_shapes(symbol, input_shapes):
+    """{output name of every node of `symbol`: shape} inferred from `input_shapes`
+    (graph input name -> shape); outputs MXNet cannot infer are left out or partial."""
+    internals = symbol.get_internals()
+    _, shapes, _ = internals.infer_shape_partial(**input_shapes)
+    return {name: tuple(shape) for name, shape in zip(internals.list_outputs(), shapes)}
+
+
+def shape_of(entry, nodes, shapes):
+    """The shape `output_shapes` gave a node output (a JSON entry), or None."""
+    producer = nodes[entry[0]]
+    if producer["op"] == "null":
+        return shapes.get(producer["name"])
+    names = ["%s_output%d" % (producer["name"], entry[1])] + (
+        ["%s_output" % producer["name"]] if entry[1] == 0 else [])
+    return next((shapes[name] for name in names if name in shapes), None)
+
+
+def rewire(graph, replacements):
+    """Points every read of a node output in `replacements` ({(node index, output):
+    new entry}) at its replacement, in `graph`'s nodes and heads."""
+    def rewired(entries):
+        return [replacements.get((entry[0], entry[1]), entry) for entry in entries]
+    for each in graph["nodes"]:
+        each["inputs"] = rewired(each["inputs"])
+    graph["heads"] = rewired(graph["heads"])
+
+
 def with_nodes_after(graph, placed):
     """`graph` (a JSON dict) with new nodes: `placed` maps a node's index to the
     node dicts placed right after it (MXNet loads nodes in order, inputs first).

@@ -1,7 +1,7 @@
 """Python side of the gluon_dyn C++ operators (``libgluon_dyn_ops.so``).
 
-Importing this module registers ``gluon_dyn_assert`` and ``gluon_dyn_grad_tie``
-with MXNet (as ``mx.nd.*`` and ``mx.sym.*``). The helpers below hide the
+Importing this module registers ``gluon_dyn_assert``, ``gluon_dyn_grad_tie`` and
+``gluon_dyn_split`` with MXNet (as ``mx.nd.*`` and ``mx.sym.*``). The helpers below hide the
 attribute bookkeeping (input counts) and the difference between the
 imperative (list of NDArray) and symbolic (grouped Symbol) multi-output forms.
 
@@ -22,6 +22,9 @@ LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "_lib", "libgluon_dyn_ops.so")
 ASSERT_OP = "gluon_dyn_assert"
 GRAD_TIE_OP = "gluon_dyn_grad_tie"
+# SliceChannel copying each part a contiguous run at a time (graphs MXNet runs only:
+# hybridize/equivalent_ops.py).
+SPLIT_OP = "gluon_dyn_split"
 # Identities that only make MXNet's backward request gradients: export drops them,
 # and a parameter read only by them is not computed with.
 TRAINING_ONLY_OPS = (GRAD_TIE_OP,)

@@ -16,6 +16,9 @@ MXNet Gluon:
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
   shapes and detaches state; while a forward is traced on Symbols these answer as
   NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+- `Parameter.data`: inside a recorded call the speed check times, a trainable
+  parameter is read through an identity that notes when its gradient arrives, so
+  the check times the call's backward too (hybridize/backward_timing.py).
 - `autograd.backward`, `NDArray.backward`: afterwards, parameters that graphs read
   only on paths that did not run are marked stale, as imperative MXNet leaves them
   (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises.
@@ -31,6 +34,11 @@ malt (diastatic-malt, AutoGraph's standalone fork):
   transpiler, which converts callees recursively, becomes gluon_dyn's
   (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own).
 
+MXNet's threads:
+- the importing thread's OpenMP regions (parallel copies in `asnumpy`) run on one
+  thread, so that they never make OpenMP's idle threads outnumber the CPUs, which
+  slows every later operator when MXNet's operators run on several (threads.py).
+
 Horovod:
 - `horovod.mxnet.DistributedTrainer._allreduce_grads`, when horovod.mxnet is
   imported (before or after gluon_dyn): workers agree on which gradients are
@@ -43,8 +51,9 @@ from malt.core import config
 from malt.impl import api
 from mxnet import gluon
 
-from . import block_checks, export, horovod_trainer
-from .hybridize import dynamic, operators, python_state, stale_gradients, tracing, transpiler
+from . import block_checks, export, horovod_trainer, threads
+from .hybridize import (backward_timing, dynamic, operators, python_state, stale_gradients,
+                        tracing, transpiler)
 
 _APPLIED = "__gluon_dyn_patched__"
 
@@ -70,6 +79,7 @@ def apply():
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach
+    _wrap(gluon.Parameter, "data", backward_timing.data_in_timed_calls)
     _wrap(mx.autograd, "backward", stale_gradients.wrapping_backward)
     _wrap(mx.nd.NDArray, "backward", stale_gradients.wrapping_backward)
     for name in tracing.HOST_READS:
@@ -81,6 +91,7 @@ def apply():
     for name, operator in operators.OVERRIDES.items():
         setattr(malt.operators, name, operator)
     horovod_trainer.install()
+    threads.serial_caller()
     if not isinstance(api._TRANSPILER, transpiler.Transpiler):
         config.CONVERSION_RULES = transpiler.CONVERSION_RULES + tuple(config.CONVERSION_RULES)
         api._TRANSPILER = transpiler.Transpiler()

@@ -109,3 +109,72 @@ def test_warm_up_goes_on_while_a_speed_check_measures():
     never.run.measuring = lambda: True
     timings = harness.compare([never], recorder.make_inputs, repeats=1, warmup=3)
     assert len(timings["dynamic"].warmup_ms) == 6
+
+
+def test_a_self_timed_variant_is_recorded_with_its_own_time():
+    recorder = Recorder()
+    self_timed = harness.Variant("worker", lambda x: (x * 2, 123.0), self_timed=True)
+    timings = harness.compare([recorder.variant("reference"), self_timed], recorder.make_inputs,
+                              repeats=2, warmup=2)
+    assert timings["worker"].warmup_ms == timings["worker"].timed_ms == [123.0, 123.0]
+
+
+def test_mxnet_threads_are_set_once_and_only_for_benchmarks():
+    benchmark = os.path.join(harness.BENCHMARKS, "small_lstm.py")
+    threads = harness.omp_threads_to_set({}, benchmark)
+    assert threads == harness.cores() >= 1
+    # The run it starts has the variable: it runs on, and so does one the user set.
+    assert harness.omp_threads_to_set({"MXNET_OMP_MAX_THREADS": str(threads)}, benchmark) is None
+    assert harness.omp_threads_to_set({"OMP_NUM_THREADS": "1"}, benchmark) is None
+    assert harness.omp_threads_to_set({}, sys.argv[0]) is None     # the tests
+    assert harness.omp_threads_to_set({}, "-c") is None
+
+
+def rnn_cell_values(rng, hidden=3, inputs=4):
+    """cell_values of an RNNCell (tanh), made up: what torch_twins.build_cell_loop takes."""
+    shapes = [(hidden, inputs), (hidden, hidden), (hidden,), (hidden,)]
+    return ("RNNCell",) + tuple(rng.standard_normal(shape).astype("float32")
+                                for shape in shapes)
+
+
+def rnn_loop(seq, i2h_weight, h2h_weight, i2h_bias, h2h_bias):
+    h, outputs = np.zeros((seq.shape[1], h2h_weight.shape[0]), "float32"), []
+    for x in seq:
+        h = np.tanh(x @ i2h_weight.T + i2h_bias + h @ h2h_weight.T + h2h_bias)
+        outputs.append(h)
+    return np.stack(outputs)
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_pytorch_worker_runs_a_twin(train):
+    pytest.importorskip("torch")
+    rng = np.random.RandomState(0)
+    cell = rnn_cell_values(rng)
+    seq = rng.standard_normal((5, 2, 4)).astype("float32")
+    with harness.TorchProcess("build_cell_loop", cell, train=train, threads=1) as worker:
+        variant, = worker.variants(("pytorch eager",))
+        assert variant.self_timed
+        tokens = [variant.prepare((mx.nd.array(seq),)) for _ in range(2)]
+        for token in tokens:
+            (output,), ms = variant.run(*token)
+            np.testing.assert_allclose(output, rnn_loop(seq, *cell[1:]), rtol=1e-5, atol=1e-5)
+            assert ms > 0
+    assert not worker.process.is_alive()
+
+
+def test_an_error_in_the_worker_comes_back_and_ends_it():
+    pytest.importorskip("torch")
+    rng = np.random.RandomState(0)
+    worker = harness.TorchProcess("build_cell_loop", rnn_cell_values(rng), threads=1)
+    variant, = worker.variants(("pytorch eager",))
+    wrong_width = variant.prepare((mx.nd.ones((5, 2, 7)),))
+    with pytest.raises(harness.WorkerError, match="(?s)Traceback.*RuntimeError"):
+        variant.run(*wrong_width)
+    assert not worker.process.is_alive()
+    worker.close()   # closing again does nothing
+
+
+def test_a_builder_the_worker_lacks_is_an_error():
+    pytest.importorskip("torch")
+    with pytest.raises(harness.WorkerError, match="has no attribute 'build_nothing'"):
+        harness.TorchProcess("build_nothing", threads=1)

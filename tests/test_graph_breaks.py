@@ -77,7 +77,9 @@ def test_host_reads_in_the_middle_run_between_graph_segments():
         imperative_reads = list(READS)
         READS.clear()
         assert_same(run(dynamic, x), expected)
-        assert READS == imperative_reads            # once per call, same values
+        # once per call, the same values (graphs compute tanh with oneDNN: last bits differ)
+        assert len(READS) == len(imperative_reads)
+        np.testing.assert_allclose(READS, imperative_reads, rtol=1e-5)
         # A float kept on the block and changed by graphs is float32 there.
         np.testing.assert_allclose(dynamic.total, imperative.total, rtol=1e-5)
         if call >= 3:   # a segment whose guard fails runs as Python: "segments_in_python"

@@ -50,3 +50,78 @@ def test_a_graph_serves_only_once_it_measured_faster_twice():
     # Within the margin the forward as written stays.
     assert decided(graph_ms=1.99, python_ms=2.0, rounds=2).serves_python()
     assert speed_check.SpeedCheck(enabled=False).next_variant() is None
+
+
+class Recurrent(mx.gluon.Block):
+    """A loop over a Dense with a BatchNorm: trainable parameters, and running
+    statistics the forward updates."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.step = mx.gluon.nn.Dense(4, in_units=4)
+            self.norm = mx.gluon.nn.BatchNorm(in_channels=4)
+
+    def forward(self, x):
+        for _ in range(3):
+            x = mx.nd.tanh(self.step(x))
+        return self.norm(x)
+
+
+def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
+    """A recorded call's sample is its forward plus the span from its outputs'
+    gradients to its last parameter's (an injected clock ticking one second per
+    note), taken at the next call; gradients and BatchNorm's statistics are those
+    of imperative runs."""
+    from gluon_dyn.hybridize import backward_timing
+    ticks = iter(range(1, 10 ** 6))
+    monkeypatch.setattr(backward_timing, "clock", lambda: float(next(ticks)))
+    monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
+    imperative, dynamic = Recurrent(), Recurrent()
+    for block in (imperative, dynamic):
+        block.initialize(mx.init.Xavier())
+    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                              sorted(dynamic.collect_params().items())):
+        b.set_data(a.data().copy())
+    dynamic.hybridize(dynamic=True)
+    runner = gluon_dyn.hybridize.dynamic.runner_of(dynamic)
+    recorded = []
+    record = runner.speed_check.record
+    monkeypatch.setattr(runner.speed_check, "record",
+                        lambda variant, seconds: (recorded.append((variant, seconds)),
+                                                  record(variant, seconds)))
+    weights = mx.nd.array(np.random.RandomState(0).standard_normal((8, 4)))
+    for call in range(3 + 1 + 2 * MIN_SAMPLES + 1):
+        x = mx.nd.array(np.random.RandomState(call).standard_normal((8, 4)))
+        for block in (imperative, dynamic):
+            with mx.autograd.record():
+                loss = (block(x) * weights).sum()
+            loss.backward()
+        for (name, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                                     sorted(dynamic.collect_params().items())):
+            np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5,
+                                       atol=1e-5, err_msg=name)
+            if a.grad_req != "null":
+                np.testing.assert_allclose(b.grad().asnumpy(), a.grad().asnumpy(),
+                                           rtol=1e-5, atol=1e-5, err_msg=name)
+    timed = [(variant, seconds) for variant, seconds in recorded if seconds is not None]
+    assert len(timed) >= 2 * MIN_SAMPLES and {v for v, _ in timed} == {"graph", "python"}
+    # outputs noted first, then step's weight and bias and norm's gamma and beta
+    # (4 trainable parameters): 4 seconds after the first note
+    assert all(4.0 <= seconds < 4.5 for _, seconds in timed), timed
+
+
+def test_a_recorded_call_without_backward_counts_its_forward(monkeypatch):
+    monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
+    check = speed_check.SpeedCheck()
+    variant, timed = check.next_variant()
+    weight = mx.nd.ones((2,))
+    weight.attach_grad()
+    with mx.autograd.record():
+        out = check.timed(variant, lambda: weight * 2)
+    assert isinstance(out, mx.nd.NDArray) and check.pending
+    for _ in range(speed_check.BACKWARD_WAIT_CALLS):
+        check.next_variant()
+        assert check.pending
+    check.next_variant()
+    assert not check.pending and len(check.samples[variant]) == 1

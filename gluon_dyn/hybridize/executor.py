@@ -12,7 +12,8 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import gradient_sums, guards, row_projections, stale_gradients
+from . import (equivalent_ops, gradient_sums, guards, row_projections,
+               stacked_weight_gradients, stale_gradients)
 from .capture import ArgumentInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
@@ -59,6 +60,7 @@ class GraphExecutor:
         # the graph as `_graph` rewrites it for the run's input shapes.
         self._inference_op = CutGraph(capture.symbol) if self._cut else None
         self.mxnet_graph = None     # the graph its CachedOps run, once made
+        self.recording_graph = None     # the graph of its recorded runs, once made
         self._recording_op = None
 
     def run(self, block, args):
@@ -109,20 +111,37 @@ class GraphExecutor:
             if self._cut:
                 self._recording_op = CutGraph(self.capture.symbol, recording=True)
             else:
-                symbol, flags = gradient_sums.planned_recording(self._graph(inputs),
-                                                                _planned_flags(self.capture))
-                self._recording_op = mx.nd.CachedOp(symbol, flags=flags)
+                self._recording_op = self._recording(inputs)
         return self._recording_op
 
+    def _recording(self, inputs):
+        """The CachedOp of recorded runs: the graph with repeated products' weight
+        gradients made one (stacked_weight_gradients.py, for exact shapes), its reads
+        bounded for MXNet's planned backward (gradient_sums.py)."""
+        graph = self._graph(inputs)
+        stacked = stacked_weight_gradients.stacked(graph, self._input_shapes(inputs)) \
+            if self.capture.exact else None
+        symbol, flags = gradient_sums.planned_recording(stacked.symbol if stacked else graph,
+                                                        _planned_flags(self.capture))
+        self.recording_graph = symbol
+        cached_op = mx.nd.CachedOp(symbol, flags=flags)
+        return stacked.run_with(cached_op) if stacked else cached_op
+
     def _graph(self, inputs):
-        """The graph MXNet runs: a graph traced for exact shapes with its
+        """The graph MXNet runs: operators MXNet runs faster under other names
+        replaced (equivalent_ops.py), and a graph traced for exact shapes with its
         per-row projections made one (row_projections.py, for these shapes)."""
         if self.mxnet_graph is None:
             symbol = self.capture.symbol
-            self.mxnet_graph = row_projections.batched(symbol, {
-                name: array.shape for name, array in zip(symbol.list_inputs(), inputs)
-            }) if self.capture.exact else symbol
+            if self.capture.exact:
+                symbol = row_projections.batched(symbol, self._input_shapes(inputs))
+            self.mxnet_graph = equivalent_ops.rewritten(symbol, {
+                name: array.dtype for name, array in zip(symbol.list_inputs(), inputs)})
         return self.mxnet_graph
+
+    def _input_shapes(self, inputs):
+        return {name: array.shape for name, array in zip(self.capture.symbol.list_inputs(),
+                                                          inputs)}
 
 
 def _planned_flags(capture):

@@ -36,10 +36,10 @@ def batched(symbol, input_shapes):
     groups = _row_projections(nodes)
     if not groups:
         return symbol
-    shapes = _internals_shapes(symbol, input_shapes)
+    shapes = graph_json.output_shapes(symbol, input_shapes)
     placed, rewired = {}, {}
     for (rows_entry, embedding, parameters, attrs), by_row in groups.items():
-        shape = _shape_of(rows_entry, nodes, shapes)
+        shape = graph_json.shape_of(rows_entry, nodes, shapes)
         if shape is None or len(shape) != (2 if embedding else 3) or 0 in shape \
                 or 2 * len(by_row) < shape[0] or max(by_row) >= shape[0]:
             continue
@@ -49,39 +49,32 @@ def batched(symbol, input_shapes):
         new_nodes, rows = [], list(rows_entry) + [0]
         if embedding:
             weight, embed_attrs = embedding
-            new_nodes.append(_node("Embedding", first["name"] + "_all_rows_embedded",
-                                   [rows, list(weight) + [0]], **json.loads(embed_attrs)))
+            new_nodes.append(graph_json.node("Embedding", first["name"] + "_all_rows_embedded",
+                                             [rows, list(weight) + [0]], **json.loads(embed_attrs)))
             rows = [new_nodes[-1], 0, 0]
-        new_nodes.append(_node("Reshape", first["name"] + "_all_rows_in", [rows],
-                               shape=_SQUEEZE_FIRST))
+        new_nodes.append(graph_json.node("Reshape", first["name"] + "_all_rows_in", [rows],
+                                         shape=_SQUEEZE_FIRST))
         new_nodes.append(dict(first, name=first["name"] + "_all_rows",
                               inputs=[[new_nodes[-1], 0, 0]] + [list(p) + [0] for p in parameters]))
-        new_nodes.append(_node("Reshape", first["name"] + "_by_step", [[new_nodes[-1], 0, 0]],
-                               shape="(%d, %d, %d)" % (steps, batch, hidden)))
-        split = _node("SliceChannel", first["name"] + "_steps", [[new_nodes[-1], 0, 0]],
-                      num_outputs=str(steps), axis="0", squeeze_axis="True")
+        new_nodes.append(graph_json.node("Reshape", first["name"] + "_by_step",
+                                         [[new_nodes[-1], 0, 0]],
+                                         shape="(%d, %d, %d)" % (steps, batch, hidden)))
+        split = graph_json.node("SliceChannel", first["name"] + "_steps", [[new_nodes[-1], 0, 0]],
+                                num_outputs=str(steps), axis="0", squeeze_axis="True")
         # after the last node the new ones read
         after = max([rows_entry[0]] + [p[0] for p in parameters] +
                     ([embedding[0][0]] if embedding else []))
         placed.setdefault(after, []).extend(new_nodes + [split])
         for row, fcs in by_row.items():
             for fc in fcs:
-                rewired[fc] = [split, row, 0]
+                rewired[(fc, 0)] = [split, row, 0]
     if not rewired:
         return symbol
-    def rewire(entries):
-        return [rewired.get(entry[0], entry) if entry[1] == 0 else entry for entry in entries]
-    for node in nodes:
-        node["inputs"] = rewire(node["inputs"])
-    graph["heads"] = rewire(graph["heads"])
+    graph_json.rewire(graph, rewired)
     rewritten = graph_json.load_symbol(graph_json.with_nodes_after(graph, placed))
     if rewritten.list_inputs() != symbol.list_inputs():
         return symbol
     return rewritten
-
-
-def _node(op, name, inputs, **attrs):
-    return {"op": op, "name": name, "inputs": inputs, "attrs": attrs}
 
 
 def _row_projections(nodes):
@@ -116,20 +109,3 @@ def _row_projections(nodes):
         groups.setdefault(key, {}).setdefault(begin, []).append(index)
     return {key: rows for key, rows in groups.items()
             if sum(len(fcs) for fcs in rows.values()) > 1}
-
-
-def _shape_of(entry, nodes, internals_shapes):
-    """The shape MXNet infers for a node output (a JSON entry), or None."""
-    node = nodes[entry[0]]
-    if node["op"] == "null":
-        return internals_shapes.get(node["name"])
-    names = ["%s_output%d" % (node["name"], entry[1])] + (
-        ["%s_output" % node["name"]] if entry[1] == 0 else [])
-    return next((internals_shapes[name] for name in names if name in internals_shapes), None)
-
-
-def _internals_shapes(symbol, input_shapes):
-    """{output name of every node: shape} inferred from `input_shapes`."""
-    internals = symbol.get_internals()
-    _, shapes, _ = internals.infer_shape_partial(**input_shapes)
-    return {name: tuple(shape) for name, shape in zip(internals.list_outputs(), shapes)}

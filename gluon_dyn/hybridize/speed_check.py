@@ -9,14 +9,23 @@ forward as written is the incumbent, and the graph takes over only when it is
 faster by a margin in consecutive measurements; serving calls are sampled, and a
 choice that looks wrong later (or a scheduled re-check) measures both again.
 The recursion engine chooses the same way between two ways of running a call
-(recursion/engine.py), naming its own variants.
+(recursion/engine.py), naming its own variants. A call recorded for training is
+timed with its share of the backward (backward_timing.py): its sample is taken
+at a later call, once that backward has run.
 """
+import mxnet as mx
+from mxnet import autograd
+
 from ..measure import MIN_SAMPLES, MeasuredChoice, timed_ms
+from .backward_timing import RecordedCallTiming
 
 GRAPH, PYTHON = "graph", "python"
 # hybridize(dynamic=True, check_speed=None) means this; tests of the graph
 # machinery turn it off so that tiny programs keep their graphs.
 ENABLED_BY_DEFAULT = True
+# A recorded call whose backward has not started after this many later calls
+# (recorded without a backward: an evaluation under record) counts its forward.
+BACKWARD_WAIT_CALLS = 2
 
 
 class SpeedCheck:
@@ -34,6 +43,7 @@ class SpeedCheck:
         self.measuring = enabled
         self.reason = "first measurement"
         self.samples = {challenger: [], incumbent: []}
+        self.pending = []            # RecordedCallTimings waiting for their backward
 
     def serves_python(self):
         """Whether calls run as the incumbent (the forward as written) now: it
@@ -46,16 +56,45 @@ class SpeedCheck:
         choice made): the challenger, untimed."""
         if self.choice is None:
             return None
+        self._take_recorded_samples()
         if self.measuring:
-            return (self.challenger if len(self.samples[self.challenger]) <=
-                    len(self.samples[self.incumbent]) else self.incumbent, True)
+            return (self.challenger if self._sampled(self.challenger) <=
+                    self._sampled(self.incumbent) else self.incumbent, True)
         return self.choice.chosen, self.choice.wants_timing()
 
     def timed(self, variant, run):
-        """run(), timed until MXNet has finished its work; the timing is recorded."""
-        result, ms = timed_ms(run)
-        self.record(variant, ms / 1000)
-        return result
+        """run(), timed until MXNet has finished its work; the timing is recorded,
+        for a recorded call once its backward has run too."""
+        if not autograd.is_recording():
+            result, ms = timed_ms(run)
+            self.record(variant, ms / 1000)
+            return result
+        timing = RecordedCallTiming(variant)
+        with timing.parameters_bracketed():
+            result, timing.forward_ms = timed_ms(run)
+        self.pending.append(timing)
+        return timing.outputs_bracketed(result)
+
+    def _take_recorded_samples(self):
+        """Records the pending recorded calls whose backward ran (all of it: MXNet
+        finishes its work first), and, as forward only, those that waited too long."""
+        if not self.pending:
+            return
+        if any(timing.started is not None for timing in self.pending):
+            mx.nd.waitall()
+        waiting = []
+        for timing in self.pending:
+            if timing.started is not None or timing.calls_waited >= BACKWARD_WAIT_CALLS:
+                self.record(timing.variant, timing.total_ms() / 1000)
+            else:
+                timing.calls_waited += 1
+                waiting.append(timing)
+        self.pending = waiting
+
+    def _sampled(self, variant):
+        """Timed calls of `variant` in this measurement, those awaiting their backward too."""
+        return len(self.samples[variant]) + sum(timing.variant == variant
+                                                for timing in self.pending)
 
     def record(self, variant, seconds):
         if self.measuring:
@@ -65,6 +104,8 @@ class SpeedCheck:
                 self.samples = {self.challenger: [], self.incumbent: []}
                 self.measuring = self.choice.confirming
                 self.reason = "confirming"
+            return
+        if variant != self.choice.chosen:     # measured before the choice, sampled since
             return
         self.choice.served(seconds)
         due = self.choice.recheck_due()

@@ -1,0 +1,218 @@
+"""A weight that every step of a loop multiplies by gets its gradient as one product.
+
+A Python loop over a recurrent cell unrolls into one FullyConnected per step on
+the same weight, y_t = FC(x_t, W, b) with x_t computed from y_{t-1}. MXNet's
+backward computes a weight gradient per step, g_t^T x_t (a 4 MB array each at
+hidden 512), and sums them: 100 steps put 400 MB through memory for one 4 MB
+result. That sum is one product over the steps' rows stacked,
+
+    dW = G^T X,   db = column sums of G      (G: the g_t stacked, X: the x_t stacked)
+
+which the graph cannot compute itself: X is complete only after the loop, G only
+in the backward. So a recorded run splits the work with MXNet's autograd:
+
+    K = StepGradients(W, b)              # outside the graph: zeros (steps, *y.shape)
+    y_t = FC(x_t, BlockGrad(W'), BlockGrad(b')) + K[t]     # W', b': W, b detached
+    X^T = transpose(concat(x_t rows))    # an extra graph output
+
+MXNet computes only the steps' data gradients (a BlockGrad'ed weight and bias
+get none), the gradient it gives K is G, and StepGradients.backward makes dW and
+db from G and the X^T of its own call with two FullyConnected products (oneDNN);
+it is a custom_gradient.Function, which honours grad_req='add'.
+The forward computes the same values (it adds zeros); the gradients are the same
+sums, made in another order. Done for graphs traced for exact shapes, for weights
+and biases that are graph inputs (parameters), when each step's rows and output
+gradients together are no larger than the weight (rows * (inputs + outputs) <=
+inputs * outputs), where stacking costs less than the T gradients it replaces.
+"""
+import dataclasses
+import json
+from typing import Optional, Tuple
+
+import mxnet as mx
+
+from .. import graph_json
+from ..native import SPLIT_OP
+from .custom_gradient import Function
+
+# Fewer steps than this leave little to sum.
+MIN_STEPS = 2
+
+
+@dataclasses.dataclass
+class StackedProduct:
+    """One weight's per-step products, as the rewritten graph runs them: `steps`
+    input K (named `step_gradients`), the detached weight and bias inputs, and the
+    graph output holding the steps' rows transposed (inputs x total rows)."""
+    weight: str                   # the graph input names of the weight and bias
+    bias: Optional[str]
+    step_gradients: str           # the new inputs' names
+    detached_weight: str
+    detached_bias: Optional[str]
+    gradients_shape: Tuple[int, ...]   # (steps,) + one step's output shape
+    inputs: int                   # features per row (the weight's second dimension)
+    outputs: int                  # num_hidden
+
+
+class StackedGradients:
+    """A recorded graph whose repeated products get their weight gradients as one
+    product: call it like the CachedOp of the graph it was made from (inputs in
+    that graph's order), it returns that graph's outputs."""
+
+    def __init__(self, symbol, products, input_names):
+        self.symbol = symbol            # the rewritten graph
+        self.products = products        # [StackedProduct]
+        self.input_names = input_names  # of the graph it replaces
+        self.cached_op = None           # set by `run_with`
+
+    def run_with(self, cached_op):
+        """This graph, run by `cached_op` (made from self.symbol, possibly rewritten
+        further without changing its inputs and outputs)."""
+        self.cached_op = cached_op
+        return self
+
+    def __call__(self, *inputs):
+        values = dict(zip(self.input_names, inputs))
+        functions = []
+        for product in self.products:
+            weight = values[product.weight]
+            parameters = [weight] + ([values[product.bias]] if product.bias else [])
+            function = StepGradients(product)
+            values[product.step_gradients] = function(*parameters)
+            values[product.detached_weight] = weight.detach()
+            if product.bias:
+                values[product.detached_bias] = values[product.bias].detach()
+            functions.append(function)
+        results = self.cached_op(*[values[name] for name in self.symbol.list_inputs()])
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        kept = len(results) - len(functions)
+        for function, rows in zip(functions, results[kept:]):
+            function.rows = rows
+        return results[:kept]
+
+
+class StepGradients(Function):
+    """Forward: zeros of the steps' outputs' shape, added to them. Backward: the
+    gradient those zeros got is the steps' output gradients G; with the steps'
+    rows of the same call (`rows`, X^T, set once the graph ran) it gives the
+    weight's gradient G^T X and the bias's, G's column sums."""
+
+    def __init__(self, product):
+        super().__init__()
+        self.product = product
+        self.rows = None
+
+    def forward(self, weight, bias=None):
+        return mx.nd.zeros(self.product.gradients_shape, ctx=weight.context, dtype=weight.dtype)
+
+    def backward(self, step_gradients):
+        product = self.product
+        # (outputs, total rows): FullyConnected contracts its operands' last axes.
+        transposed = mx.nd.transpose(step_gradients.reshape((-1, product.outputs)))
+        weight = mx.nd.FullyConnected(transposed, self.rows, no_bias=True,
+                                      num_hidden=product.inputs)
+        if product.bias is None:
+            return weight
+        ones = mx.nd.ones((1, transposed.shape[1]), ctx=transposed.context,
+                          dtype=transposed.dtype)
+        bias = mx.nd.FullyConnected(transposed, ones, no_bias=True, num_hidden=1)
+        return weight, bias.reshape((product.outputs,))
+
+
+def stacked(symbol, input_shapes):
+    """A StackedGradients for `symbol` (its inputs' shapes by name), or None when no
+    weight is worth it."""
+    graph = json.loads(symbol.tojson())
+    nodes = graph["nodes"]
+    groups = _repeated_products(nodes)
+    if not groups:
+        return None
+    shapes = graph_json.output_shapes(symbol, input_shapes)
+    placed, rewired, heads, products = {}, {}, [], []
+    for (weight, bias, _), steps in groups.items():
+        product = _planned(nodes, shapes, weight, bias, steps)
+        if product is None:
+            continue
+        new = [graph_json.node("null", product.step_gradients, []),
+               graph_json.node("null", product.detached_weight, [])]
+        parameters = [graph_json.node("BlockGrad", product.detached_weight + "_blocked",
+                                      [[new[1], 0, 0]])]
+        if bias is not None:
+            new.append(graph_json.node("null", product.detached_bias, []))
+            parameters.append(graph_json.node("BlockGrad", product.detached_bias + "_blocked",
+                                              [[new[-1], 0, 0]]))
+        split = graph_json.node(SPLIT_OP, product.step_gradients + "_by_step",
+                                [[new[0], 0, 0]], num_outputs=str(len(steps)), axis="0",
+                                squeeze_axis="1")
+        new += parameters + [split]
+        rows = []
+        for step, index in enumerate(steps):
+            fc = nodes[index]
+            data = fc["inputs"][0]
+            product_node = dict(fc, name=fc["name"] + "_data_gradient_only",
+                                inputs=[data] + [[p, 0, 0] for p in parameters])
+            added = graph_json.node("elemwise_add", fc["name"] + "_with_step_gradient",
+                                    [[product_node, 0, 0], [split, step, 0]])
+            new += [product_node, added]
+            rewired[(index, 0)] = [added, 0, 0]
+            rows.append(data if len(graph_json.shape_of(data, nodes, shapes) or ()) == 2 else
+                        [graph_json.node("Reshape", fc["name"] + "_rows", [data],
+                                         shape="(-1, %d)" % product.inputs), 0, 0])
+        new += [entry[0] for entry in rows if isinstance(entry[0], dict)]
+        stacked_rows = graph_json.node("Concat", product.weight + "_step_rows", rows,
+                                       dim="0", num_args=str(len(rows)))
+        transposed = graph_json.node("transpose", product.weight + "_step_rows_transposed",
+                                     [[stacked_rows, 0, 0]])
+        # an output for StepGradients, not for the loss: MXNet computes no gradient for it
+        rows_out = graph_json.node("BlockGrad", product.weight + "_step_rows_out",
+                                   [[transposed, 0, 0]])
+        new += [stacked_rows, transposed, rows_out]
+        # after the last node: the new ones read every step's rows
+        placed.setdefault(len(nodes) - 1, []).extend(new)
+        heads.append([rows_out, 0, 0])
+        products.append(product)
+    if not products:
+        return None
+    graph_json.rewire(graph, rewired)
+    graph["heads"] = graph["heads"] + heads
+    return StackedGradients(graph_json.load_symbol(graph_json.with_nodes_after(graph, placed)),
+                            products, symbol.list_inputs())
+
+
+def _repeated_products(nodes):
+    """{(weight input index, bias input index or None, attrs): [FullyConnected
+    indices]} of products of one weight and bias (graph inputs) repeated."""
+    groups = {}
+    for index, node in enumerate(nodes):
+        if node["op"] != "FullyConnected":
+            continue
+        parameters = [entry[0] for entry in node["inputs"][1:]]
+        if any(nodes[p]["op"] != "null" for p in parameters):
+            continue
+        key = (parameters[0], parameters[1] if len(parameters) > 1 else None,
+               json.dumps(node.get("attrs", {}), sort_keys=True))
+        groups.setdefault(key, []).append(index)
+    return {key: steps for key, steps in groups.items() if len(steps) >= MIN_STEPS}
+
+
+def _planned(nodes, shapes, weight, bias, steps):
+    """The StackedProduct of the products `steps`, or None where their shapes are
+    unknown or differ, or stacking would cost more than it saves."""
+    weight_shape = graph_json.shape_of([weight, 0], nodes, shapes)
+    outputs = {graph_json.shape_of([index, 0], nodes, shapes) for index in steps}
+    if weight_shape is None or len(weight_shape) != 2 or len(outputs) != 1 or None in outputs:
+        return None
+    step_shape = outputs.pop()
+    hidden, features = weight_shape
+    rows = 1
+    for size in step_shape[:-1]:      # a step's rows, its output (rows, hidden) flattened
+        rows *= size
+    if rows == 0 or rows * (hidden + features) > hidden * features:
+        return None
+    name = nodes[weight]["name"]
+    return StackedProduct(
+        weight=name, bias=nodes[bias]["name"] if bias is not None else None,
+        step_gradients=name + "_step_gradients", detached_weight=name + "_without_gradient",
+        detached_bias=nodes[bias]["name"] + "_without_gradient" if bias is not None else None,
+        gradients_shape=(len(steps),) + tuple(step_shape), inputs=features,
+        outputs=hidden)
