@@ -40,7 +40,8 @@ def rewire(graph, replacements):
     """Points every read of a node output in `replacements` ({(node index, output):
     new entry}) at its replacement, in `graph`'s nodes and heads."""
     def rewired(entries):
-        return [replacements.get((entry[0], entry[1]), entry) for entry in entries]
+        return [replacements.get((entry[0], entry[1]), entry) if isinstance(entry[0], int)
+                else entry for entry in entries]
     for each in graph["nodes"]:
         each["inputs"] = rewired(each["inputs"])
     graph["heads"] = rewired(graph["heads"])

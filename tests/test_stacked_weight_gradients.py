@@ -93,6 +93,12 @@ def test_a_recurrent_weight_gets_one_gradient_product_and_matches_imperative(cel
     assert len(products) == 10
     blocked = [node for node in products if node["name"].endswith("_data_gradient_only")]
     assert len(blocked) == 9
+    # LSTM and RNN cells add the recurrent product to the step's input product:
+    # the step gradients are added to those rows at once; a GRU splits it first.
+    names = [node["name"] for node in graph["nodes"]]
+    per_step = sum(name.endswith("_with_step_gradient") for name in names)
+    assert per_step == (9 if cell == "gru" else 0)
+    assert any(name.endswith("_step_gradients_added") for name in names) == (cell != "gru")
     for node in blocked:
         for entry in node["inputs"][1:]:
             reads = graph["nodes"][entry[0]]

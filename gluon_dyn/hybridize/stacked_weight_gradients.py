@@ -133,43 +133,45 @@ def stacked(symbol, input_shapes):
         product = _planned(nodes, shapes, weight, bias, steps)
         if product is None:
             continue
-        new = [graph_json.node("null", product.step_gradients, []),
-               graph_json.node("null", product.detached_weight, [])]
-        parameters = [graph_json.node("BlockGrad", product.detached_weight + "_blocked",
-                                      [[new[1], 0, 0]])]
-        if bias is not None:
-            new.append(graph_json.node("null", product.detached_bias, []))
-            parameters.append(graph_json.node("BlockGrad", product.detached_bias + "_blocked",
-                                              [[new[-1], 0, 0]]))
-        split = graph_json.node(SPLIT_OP, product.step_gradients + "_by_step",
-                                [[new[0], 0, 0]], num_outputs=str(len(steps)), axis="0",
-                                squeeze_axis="1")
-        new += parameters + [split]
+        gradients = graph_json.node("null", product.step_gradients, [])
+        parameters = _blocked_parameters(product, placed.setdefault(weight, []))
+        folded = _split_rows_added_to(graph, steps, shapes, product.gradients_shape)
+        if folded is not None:
+            # Each product is added to one step of rows split along their first axis
+            # (row_projections' input products): K is added to those rows instead, and
+            # the steps are stacked in the split's order.
+            split, steps = folded
+            rows_entry = nodes[split]["inputs"][0]
+            added = graph_json.node("elemwise_add", product.step_gradients + "_added",
+                                    [rows_entry, [gradients, 0, 0]])
+            placed.setdefault(rows_entry[0], []).extend([gradients, added])
+            nodes[split]["inputs"][0] = [added, 0, 0]
+        else:
+            by_step = graph_json.node(SPLIT_OP, product.step_gradients + "_by_step",
+                                      [[gradients, 0, 0]], num_outputs=str(len(steps)),
+                                      axis="0", squeeze_axis="1")
+            placed[weight].extend([gradients, by_step])
         rows = []
         for step, index in enumerate(steps):
             fc = nodes[index]
             data = fc["inputs"][0]
-            product_node = dict(fc, name=fc["name"] + "_data_gradient_only",
-                                inputs=[data] + [[p, 0, 0] for p in parameters])
-            added = graph_json.node("elemwise_add", fc["name"] + "_with_step_gradient",
-                                    [[product_node, 0, 0], [split, step, 0]])
-            new += [product_node, added]
-            rewired[(index, 0)] = [added, 0, 0]
+            data_gradient_only = dict(fc, name=fc["name"] + "_data_gradient_only",
+                                      inputs=[data] + [[p, 0, 0] for p in parameters])
+            placed.setdefault(index, []).append(data_gradient_only)
+            if folded is not None:
+                rewired[(index, 0)] = [data_gradient_only, 0, 0]
+            else:
+                added = graph_json.node("elemwise_add", fc["name"] + "_with_step_gradient",
+                                        [[data_gradient_only, 0, 0], [by_step, step, 0]])
+                placed[index].append(added)
+                rewired[(index, 0)] = [added, 0, 0]
             rows.append(data if len(graph_json.shape_of(data, nodes, shapes) or ()) == 2 else
                         [graph_json.node("Reshape", fc["name"] + "_rows", [data],
                                          shape="(-1, %d)" % product.inputs), 0, 0])
-        new += [entry[0] for entry in rows if isinstance(entry[0], dict)]
-        stacked_rows = graph_json.node("Concat", product.weight + "_step_rows", rows,
-                                       dim="0", num_args=str(len(rows)))
-        transposed = graph_json.node("transpose", product.weight + "_step_rows_transposed",
-                                     [[stacked_rows, 0, 0]])
-        # an output for StepGradients, not for the loss: MXNet computes no gradient for it
-        rows_out = graph_json.node("BlockGrad", product.weight + "_step_rows_out",
-                                   [[transposed, 0, 0]])
-        new += [stacked_rows, transposed, rows_out]
-        # after the last node: the new ones read every step's rows
-        placed.setdefault(len(nodes) - 1, []).extend(new)
-        heads.append([rows_out, 0, 0])
+        # after the last node: these read every step's rows
+        last = placed.setdefault(len(nodes) - 1, [])
+        last.extend(entry[0] for entry in rows if isinstance(entry[0], dict))
+        heads.append(_transposed_rows_output(product, rows, last))
         products.append(product)
     if not products:
         return None
@@ -177,6 +179,68 @@ def stacked(symbol, input_shapes):
     graph["heads"] = graph["heads"] + heads
     return StackedGradients(graph_json.load_symbol(graph_json.with_nodes_after(graph, placed)),
                             products, symbol.list_inputs())
+
+
+def _blocked_parameters(product, placed):
+    """The detached weight (and bias) inputs read through BlockGrad, appended to
+    `placed`; the BlockGrad nodes, as the products read them."""
+    blocked = []
+    for name in (product.detached_weight, product.detached_bias):
+        if name is not None:
+            variable = graph_json.node("null", name, [])
+            blocked.append(graph_json.node("BlockGrad", name + "_blocked", [[variable, 0, 0]]))
+            placed += [variable, blocked[-1]]
+    return blocked
+
+
+def _transposed_rows_output(product, rows, placed):
+    """The graph output X^T of the steps' `rows` entries, its nodes appended to
+    `placed`. StepGradients reads it, the loss does not: its gradient is zeros."""
+    stacked_rows = graph_json.node("Concat", product.weight + "_step_rows", rows,
+                                   dim="0", num_args=str(len(rows)))
+    transposed = graph_json.node("transpose", product.weight + "_step_rows_transposed",
+                                 [[stacked_rows, 0, 0]])
+    blocked = graph_json.node("BlockGrad", product.weight + "_step_rows_out",
+                              [[transposed, 0, 0]])
+    placed += [stacked_rows, transposed, blocked]
+    return [blocked, 0, 0]
+
+
+def _split_rows_added_to(graph, steps, shapes, gradients_shape):
+    """(split node index, `steps` in the split's order) when each product's output
+    is read once, by an elemwise_add with one output of one split along the first
+    axis (squeezed, an output per step, each read by that add alone) of rows shaped
+    `gradients_shape`; else None."""
+    nodes = graph["nodes"]
+    readers = {}
+    for index, node in enumerate(nodes):
+        for position, entry in enumerate(node["inputs"]):
+            readers.setdefault((entry[0], entry[1]), []).append((index, position))
+    for entry in graph["heads"]:
+        readers.setdefault((entry[0], entry[1]), []).append(("head", 0))
+    split, order = None, {}
+    for index in steps:
+        (reader, position), *others = readers.get((index, 0), [(None, None)])
+        if others or reader in (None, "head") or nodes[reader]["op"] != "elemwise_add":
+            return None
+        other = nodes[reader]["inputs"][1 - position]
+        if split not in (None, other[0]) or readers.get((other[0], other[1])) != \
+                [(reader, 1 - position)]:
+            return None
+        split = other[0]
+        order[other[1]] = index
+    if not _splits_first_axis(nodes[split], len(steps)) or sorted(order) != \
+            list(range(len(steps))) or graph_json.shape_of(
+                nodes[split]["inputs"][0], nodes, shapes) != gradients_shape:
+        return None
+    return split, [order[k] for k in range(len(steps))]
+
+
+def _splits_first_axis(node, parts):
+    attrs = node.get("attrs", {})
+    return node["op"] in ("SliceChannel", SPLIT_OP) and attrs.get("axis") == "0" and \
+        attrs.get("num_outputs") == str(parts) and \
+        attrs.get("squeeze_axis") in ("True", "true", "1")
 
 
 def _repeated_products(nodes):
