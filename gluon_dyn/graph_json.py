@@ -36,6 +36,18 @@ def shape_of(entry, nodes, shapes):
     return next((shapes[name] for name in names if name in shapes), None)
 
 
+def readers(graph):
+    """{(node index, output): [(reader, input position)]} of a JSON graph; a graph
+    output is read by ("head", its position)."""
+    found = {}
+    for index, each in enumerate(graph["nodes"]):
+        for position, entry in enumerate(each["inputs"]):
+            found.setdefault((entry[0], entry[1]), []).append((index, position))
+    for position, entry in enumerate(graph["heads"]):
+        found.setdefault((entry[0], entry[1]), []).append(("head", position))
+    return found
+
+
 def rewire(graph, replacements):
     """Points every read of a node output in `replacements` ({(node index, output):
     new entry}) at its replacement, in `graph`'s nodes and heads."""

@@ -21,7 +21,8 @@ import mxnet as mx
 
 def serial_caller():
     """The calling thread's OpenMP regions run on one thread (the engine's keep theirs)."""
-    mx.base.check_call(mx.base._LIB.MXSetNumOMPThreads(ctypes.c_int(1)))  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    mx.base.check_call(mx.base._LIB.MXSetNumOMPThreads(ctypes.c_int(1)))
 
 
 def cores():

@@ -218,22 +218,28 @@ def assert_parameters_close(dynamic, imperative, what="data"):
                                    err_msg=name, **TOLERANCE)
 
 
-@pytest.mark.parametrize("grad_req", ["write", "add"])
-def test_lstm_training_steps_match_imperative(recording_flags, grad_req):
-    imperative, dynamic = twin_blocks()
+def train_alike(imperative, dynamic, grad_req, shape, steps):
+    """`steps` SGD steps of both blocks on the same sequences, gradients written or
+    added (`grad_req`); gradients and parameters agree after each."""
     trainers = []
     for block in (imperative, dynamic):
         block.collect_params().setattr("grad_req", grad_req)
         trainers.append(gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1}))
-    for step in range(6):
-        seq = data((12, 2, 3), seed=step)
+    for step in range(steps):
+        seq = data(shape, seed=step)
         for block, trainer in zip((imperative, dynamic), trainers):
             with autograd.record():
                 loss = (block(seq) ** 2).sum()
             loss.backward()
-            trainer.step(2)
+            trainer.step(shape[1])
         assert_parameters_close(dynamic, imperative, "grad")
         assert_parameters_close(dynamic, imperative)
+
+
+@pytest.mark.parametrize("grad_req", ["write", "add"])
+def test_lstm_training_steps_match_imperative(recording_flags, grad_req):
+    imperative, dynamic = twin_blocks()
+    train_alike(imperative, dynamic, grad_req, (12, 2, 3), 6)
     calls = gluon_dyn.hybridize.report(dynamic)["calls"]
     assert calls["graph"] == 5 and calls["last"] == "graph", calls
     assert recording_flags == [{"static_alloc": True, "static_shape": True}]

@@ -93,15 +93,20 @@ def agree(make, shape, calls=4):
     return graphs
 
 
-def products(graph):
-    """Names of the FullyConnected nodes the graph's outputs depend on."""
+def reachable(graph):
+    """Indices of the nodes the graph's outputs depend on."""
     seen, stack = set(), [head[0] for head in graph["heads"]]
     while stack:
         index = stack.pop()
         if index not in seen:
             seen.add(index)
             stack.extend(entry[0] for entry in graph["nodes"][index]["inputs"])
-    return [graph["nodes"][i]["name"] for i in seen
+    return seen
+
+
+def products(graph):
+    """Names of the FullyConnected nodes the graph's outputs depend on."""
+    return [graph["nodes"][i]["name"] for i in reachable(graph)
             if graph["nodes"][i]["op"] == "FullyConnected"]
 
 

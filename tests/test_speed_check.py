@@ -10,6 +10,7 @@ import gluon_dyn
 from gluon_dyn.hybridize import speed_check
 from gluon_dyn.measure import MIN_SAMPLES
 from storm_programs import AlternatingBranch
+from test_planned_backward import twin_blocks
 
 
 def test_the_check_times_both_and_results_stay_right(monkeypatch):
@@ -77,13 +78,7 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
     ticks = iter(range(1, 10 ** 6))
     monkeypatch.setattr(backward_timing, "clock", lambda: float(next(ticks)))
     monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
-    imperative, dynamic = Recurrent(), Recurrent()
-    for block in (imperative, dynamic):
-        block.initialize(mx.init.Xavier())
-    for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
-                              sorted(dynamic.collect_params().items())):
-        b.set_data(a.data().copy())
-    dynamic.hybridize(dynamic=True)
+    imperative, dynamic = twin_blocks(Recurrent)
     runner = gluon_dyn.hybridize.dynamic.runner_of(dynamic)
     recorded = []
     record = runner.speed_check.record

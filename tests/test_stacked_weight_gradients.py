@@ -17,8 +17,8 @@ from mxnet import autograd, gluon
 from gluon_dyn import native
 from gluon_dyn.hybridize import custom_gradient, equivalent_ops, stacked_weight_gradients
 from gluon_dyn.hybridize.dynamic import report, runner_of
-from test_planned_backward import assert_parameters_close, twin_blocks
-from test_row_projections import run
+from test_planned_backward import train_alike, twin_blocks
+from test_row_projections import reachable, run
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 CELLS = {"rnn": gluon.rnn.RNNCell, "gru": gluon.rnn.GRUCell, "lstm": gluon.rnn.LSTMCell}
@@ -141,41 +141,32 @@ def test_a_weight_also_read_elsewhere_gets_both_gradients():
     assert len(stacked_weights(dynamic)) == 1
 
 
-class NoBias(gluon.Block):
-    def __init__(self):
+class DenseSteps(gluon.Block):
+    """A Dense applied at every step to the state (its own options)."""
+
+    def __init__(self, steps, **dense):
         super().__init__()
+        self.steps = steps
         with self.name_scope():
-            self.step = gluon.nn.Dense(4, in_units=4, use_bias=False)
+            self.step = gluon.nn.Dense(**dense)
 
     def forward(self, x):
         h = x
-        for _ in range(6):
-            h = mx.nd.sigmoid(self.step(h)) * x
+        for _ in range(self.steps):
+            h = mx.nd.tanh(self.step(h)) + h * 0.5
         return h
 
 
 def test_products_without_bias():
-    assert len(stacked_weights(agree(NoBias, (2, 4)))) == 1   # 2 rows x (4 + 4) <= 4 x 4
-
-
-class Sequences(gluon.Block):
-    """Steps over (batch, positions, features) arrays: FullyConnected with
-    flatten=False on three-dimensional rows."""
-
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.step = gluon.nn.Dense(8, in_units=8, flatten=False)
-
-    def forward(self, x):
-        h = x
-        for _ in range(4):
-            h = mx.nd.tanh(self.step(h)) + h
-        return h
+    # 2 rows x (4 + 4) <= 4 x 4
+    dynamic = agree(lambda: DenseSteps(6, units=4, in_units=4, use_bias=False), (2, 4))
+    assert len(stacked_weights(dynamic)) == 1
 
 
 def test_products_over_three_dimensional_rows():
-    assert len(stacked_weights(agree(Sequences, (1, 2, 8)))) == 1
+    """FullyConnected with flatten=False on (batch, positions, features) rows."""
+    dynamic = agree(lambda: DenseSteps(4, units=8, in_units=8, flatten=False), (1, 2, 8))
+    assert len(stacked_weights(dynamic)) == 1
 
 
 class Wide(Loop):
@@ -192,19 +183,7 @@ def test_products_of_many_rows_keep_their_per_step_gradients():
 @pytest.mark.parametrize("grad_req", ["write", "add"])
 def test_training_steps_with_gradients_written_or_added(grad_req):
     imperative, dynamic = twin_blocks(lambda: Loop("gru"))
-    trainers = []
-    for block in (imperative, dynamic):
-        block.collect_params().setattr("grad_req", grad_req)
-        trainers.append(gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1}))
-    for step in range(5):
-        seq = data((7, 2, 3), step)
-        for block, trainer in zip((imperative, dynamic), trainers):
-            with autograd.record():
-                loss = (block(seq) ** 2).sum()
-            loss.backward()
-            trainer.step(2)
-        assert_parameters_close(dynamic, imperative, "grad")
-        assert_parameters_close(dynamic, imperative)
+    train_alike(imperative, dynamic, grad_req, (7, 2, 3), 5)
     assert stacked_weights(dynamic) == [dynamic.cell.prefix + "h2h_weight"]
     assert report(dynamic)["calls"]["last"] == "graph"
 
@@ -224,6 +203,8 @@ def test_two_recorded_calls_then_one_backward():
     for name, expected in grads[imperative].items():
         np.testing.assert_allclose(grads[dynamic][name], expected, err_msg=name, **TOLERANCE)
     assert len(stacked_weights(dynamic)) == 1
+    made = report(dynamic)
+    assert made["calls"]["by_kind"]["graph"] == 2 and not made["internal_errors"], made
 
 
 def test_a_weight_computed_in_the_graph_is_left_as_it_is():
@@ -249,7 +230,11 @@ def test_equivalent_ops_compute_what_they_replace():
     rows = mx.sym.SliceChannel(x, num_outputs=2, axis=0, squeeze_axis=True)
     symbol = mx.sym.Group(list(symbol) + [rows[1] * 3])
     rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32})
-    value = mx.nd.random.normal(shape=(2, 24))
+    computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(2, 24)))
+
+
+def computes_alike(rewritten, symbol, value):
+    """Both graphs give the same outputs and input gradient on `value`."""
     results = []
     for graph in (rewritten, symbol):
         data = value.copy()
@@ -262,6 +247,23 @@ def test_equivalent_ops_compute_what_they_replace():
     for got, expected in zip(*results):
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def reachable_ops(symbol):
+    graph = json.loads(symbol.tojson())
+    return [graph["nodes"][index]["op"] for index in reachable(graph)]
+
+
+def test_a_split_of_every_part_of_a_split_is_split_the_other_way_first():
+    """Steps of rows (T, B, 3H), each split into three gates: 1 + 3 splits, not 1 + T."""
+    x = mx.sym.var("x")
+    steps = mx.sym.SliceChannel(x, num_outputs=5, axis=0, squeeze_axis=True)
+    gates = [mx.sym.SliceChannel(steps[t], num_outputs=3, axis=1) for t in range(5)]
+    symbol = mx.sym.Group([mx.sym.tanh(gates[t][g]) * (t + g + 1)
+                           for t in range(5) for g in range(3)])
+    rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32})
+    assert reachable_ops(rewritten).count(native.SPLIT_OP) == 4
+    computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(5, 2, 6)))
 
 
 def test_equivalent_ops_leave_other_dtypes_alone():

@@ -9,6 +9,11 @@
   gate split, forward, and as much again backward. gluon_dyn's `gluon_dyn_split`
   (src/operator/control_flow/split_op.cc) copies each part one contiguous run at
   a time.
+- A split along the first axis whose every part is split alike (a GRU's input
+  products over all steps, split by step, each step split into gates) is 1 + T
+  splits forward and as many backward: the same parts come from splitting the
+  whole along the later axis once, then each of those along the first axis,
+  1 + gates splits.
 
 The rewrite keeps node names, graph inputs and outputs, and applies to float32
 nodes (oneDNN's kernels; the split is measured on float32 only).
@@ -43,7 +48,44 @@ def rewritten(symbol, input_dtypes):
             replaced = True
     if not replaced:
         return symbol
-    return graph_json.load_symbol(graph)
+    placed, rewired = _splits_of_splits(graph)
+    graph_json.rewire(graph, rewired)
+    return graph_json.load_symbol(graph_json.with_nodes_after(graph, placed))
+
+
+def _splits_of_splits(graph):
+    """({split index: the nodes replacing it}, {(inner split, part): entry}) for
+    gluon_dyn_splits along the first axis (squeezed) each of whose parts is read by
+    one gluon_dyn_split alone, all of the same attributes."""
+    nodes, readers = graph["nodes"], graph_json.readers(graph)
+    placed, rewired = {}, {}
+    for index, node in enumerate(nodes):
+        attrs = node.get("attrs", {})
+        if node["op"] != SPLIT_OP or attrs["axis"] != "0" or attrs["squeeze_axis"] != "1":
+            continue
+        steps = int(attrs["num_outputs"])
+        inner = [[reader for reader, _ in readers.get((index, step), [])]
+                 for step in range(steps)]
+        if any(len(each) != 1 or each[0] == "head" or nodes[each[0]]["op"] != SPLIT_OP
+               for each in inner):
+            continue
+        inner = [each[0] for each in inner]
+        if len({json.dumps(nodes[i]["attrs"], sort_keys=True) for i in inner}) != 1:
+            continue
+        split = nodes[inner[0]]["attrs"]
+        parts = int(split["num_outputs"])
+        by_part = graph_json.node(SPLIT_OP, node["name"] + "_by_part", [node["inputs"][0]],
+                                  axis=str(int(split["axis"]) + 1),
+                                  num_outputs=split["num_outputs"],
+                                  squeeze_axis=split["squeeze_axis"])
+        by_step = [graph_json.node(SPLIT_OP, node["name"] + "_part%d_by_step" % part,
+                                   [[by_part, part, 0]], axis="0", num_outputs=str(steps),
+                                   squeeze_axis="1") for part in range(parts)]
+        placed[index] = [by_part] + by_step
+        for step, split_index in enumerate(inner):
+            for part in range(parts):
+                rewired[(split_index, part)] = [by_step[part], step, 0]
+    return placed, rewired
 
 
 def _split(node):

@@ -26,6 +26,7 @@ gradients together are no larger than the weight (rows * (inputs + outputs) <=
 inputs * outputs), where stacking costs less than the T gradients it replaces.
 """
 import dataclasses
+import functools
 import json
 from typing import Optional, Tuple
 
@@ -103,7 +104,9 @@ class StepGradients(Function):
         self.rows = None
 
     def forward(self, weight, bias=None):
-        return mx.nd.zeros(self.product.gradients_shape, ctx=weight.context, dtype=weight.dtype)
+        # a new handle on the shared zeros: MXNet records an output only once
+        return _zeros(self.product.gradients_shape, weight.context, weight.dtype).reshape(
+            self.product.gradients_shape)
 
     def backward(self, step_gradients):
         product = self.product
@@ -117,6 +120,13 @@ class StepGradients(Function):
                           dtype=transposed.dtype)
         bias = mx.nd.FullyConnected(transposed, ones, no_bias=True, num_hidden=1)
         return weight, bias.reshape((product.outputs,))
+
+
+@functools.lru_cache(maxsize=16)
+def _zeros(shape, context, dtype):
+    """Zeros, made once per shape: every call adds the same zeros (only read), and
+    filling 26 MB (hidden 512, batch 32, 100 steps) took 10 ms a call."""
+    return mx.nd.zeros(shape, ctx=context, dtype=dtype)
 
 
 def stacked(symbol, input_shapes):
@@ -211,13 +221,7 @@ def _split_rows_added_to(graph, steps, shapes, gradients_shape):
     is read once, by an elemwise_add with one output of one split along the first
     axis (squeezed, an output per step, each read by that add alone) of rows shaped
     `gradients_shape`; else None."""
-    nodes = graph["nodes"]
-    readers = {}
-    for index, node in enumerate(nodes):
-        for position, entry in enumerate(node["inputs"]):
-            readers.setdefault((entry[0], entry[1]), []).append((index, position))
-    for entry in graph["heads"]:
-        readers.setdefault((entry[0], entry[1]), []).append(("head", 0))
+    nodes, readers = graph["nodes"], graph_json.readers(graph)
     split, order = None, {}
     for index in steps:
         (reader, position), *others = readers.get((index, 0), [(None, None)])
