@@ -5,7 +5,11 @@ RNN, GRU and LSTM cells, hidden 512, 100 steps, batch 1 and 32, inference or
 Variants (benchmarks/harness.py: outputs checked against the imperative run,
 fresh inputs, warm-up, interleaved, medians):
 - imperative: a plain Block looping over the cell in Python;
-- dynamic:    the same Block, hybridize(dynamic=True);
+- dynamic:    the same Block, hybridize(dynamic=True) (recorded, the loop runs as MXNet's
+              fused RNN operator: gluon_dyn/hybridize/fused_cells.py);
+- own cell (--train): the same Block over a subclass of the cell, which computes the same
+              but is not run as the fused operator: the loop stays unrolled (its weight
+              gradients stacked: stacked_weight_gradients.py);
 - foreach:    a HybridBlock written by hand with F.contrib.foreach, hybridize(static_alloc=True);
 - fused:      gluon.rnn.RNN/GRU/LSTM, MXNet's fused RNN operator (oneDNN), same weights;
 - pytorch eager, torch.compile: the same loop over the torch.nn cell with the same
@@ -31,6 +35,8 @@ FUSED_LAYERS = {gluon.rnn.RNNCell: lambda hidden, inputs: gluon.rnn.RNN(
                 gluon.rnn.GRUCell: lambda hidden, inputs: gluon.rnn.GRU(hidden, input_size=inputs),
                 gluon.rnn.LSTMCell: lambda hidden, inputs: gluon.rnn.LSTM(hidden,
                                                                           input_size=inputs)}
+# Subclasses of the cells: what a cell of the user's own unrolls into.
+OWN_CELLS = {kind: type("Own" + cell.__name__, (cell,), {}) for kind, cell in CELLS.items()}
 # Outputs of 100 steps at hidden 512 agree to this across implementations.
 RTOL, ATOL = 1e-3, 1e-4
 
@@ -88,10 +94,15 @@ def variants(kind, hidden, batch, train, workers):
     nets = {"imperative": Loop(CELLS[kind](hidden, input_size=hidden)),
             "dynamic": Loop(CELLS[kind](hidden, input_size=hidden)),
             "foreach": Foreach(CELLS[kind](hidden, input_size=hidden), batch)}
+    if train:
+        nets["own cell"] = Loop(OWN_CELLS[kind](hidden, input_size=hidden))
     for net in nets.values():
         net.initialize(mx.init.Xavier())
-    harness.copy_params(nets["imperative"], nets["dynamic"], nets["foreach"])
-    nets["dynamic"].hybridize(dynamic=True)
+    harness.copy_params(nets["imperative"], *[net for name, net in nets.items()
+                                              if name != "imperative"])
+    for name in ("dynamic", "own cell"):
+        if name in nets:
+            nets[name].hybridize(dynamic=True)
     nets["foreach"].hybridize(static_alloc=True)
     nets["fused"] = fused_layer(nets["imperative"].cell)
     result = [harness.Variant(name, harness.gluon_call(net, train), rtol=RTOL, atol=ATOL)
@@ -111,8 +122,9 @@ def main():
     parser.add_argument("--train", action="store_true",
                         help="time forward and backward under autograd.record()")
     args = parser.parse_args()
-    names = ["imperative", "dynamic", "foreach", "fused"] + (
-        ["pytorch eager", "torch.compile"] if harness.torch_installed() else [])
+    names = ["imperative", "dynamic"] + (["own cell"] if args.train else []) + [
+        "foreach", "fused"] + (["pytorch eager", "torch.compile"]
+                               if harness.torch_installed() else [])
     rows = []
     for kind in args.cells.split(","):
         for batch in (1, 32):
@@ -124,13 +136,17 @@ def main():
             ms = {name: timing.median_ms for name, timing in timings.items()}
             rows.append(["%s, %d" % (kind.upper(), batch)] + [ms[name] for name in names] +
                         [harness.ratio(ms[name], ms["dynamic"]) for name in names
-                         if name != "dynamic"])
+                         if name != "dynamic"] + [harness.ratio(ms[name], ms["own cell"])
+                                                  for name in ("pytorch eager",)
+                                                  if "own cell" in ms and name in ms])
     harness.print_table(
         "hidden %d, %d steps, %s, ms per call" % (
             args.hidden, args.steps, "training (forward and backward)" if args.train
             else "inference"),
         ["cell, batch"] + names + ["dynamic vs %s" % name for name in names
-                                   if name != "dynamic"], rows)
+                                   if name != "dynamic"] +
+        (["own cell vs pytorch eager"] if args.train and harness.torch_installed() else []),
+        rows)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,9 @@ from gluon_dyn import native
 from gluon_dyn.hybridize import custom_gradient, equivalent_ops, stacked_weight_gradients
 from gluon_dyn.hybridize.dynamic import report, runner_of
 from test_planned_backward import train_alike, twin_blocks
-from test_row_projections import reachable, run
+from test_row_projections import CELLS, reachable, run
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
-CELLS = {"rnn": gluon.rnn.RNNCell, "gru": gluon.rnn.GRUCell, "lstm": gluon.rnn.LSTMCell}
 
 
 class Loop(gluon.Block):
@@ -55,11 +54,8 @@ def recorded_graph(block):
 
 def stacked_weights(block):
     """Names of the weights whose gradients the block's recorded runs stack."""
-    recording = [executor._recording_op for executor in runner_of(block).cache.values()
-                 if executor._recording_op is not None]
-    return sorted(product.weight for op in recording
-                  if isinstance(op, stacked_weight_gradients.StackedGradients)
-                  for product in op.products)
+    return sorted(weight for graph in report(block)["recorded_graphs"]
+                  for weight in graph["stacked_weights"])
 
 
 def agree(make, shape, calls=4, input_gradient=True):

@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import (equivalent_ops, gradient_sums, guards, row_projections,
+from . import (equivalent_ops, fused_cells, gradient_sums, guards, row_projections,
                stacked_weight_gradients, stale_gradients)
 from .capture import ArgumentInput
 from .cut_graph import CutGraph
@@ -29,10 +29,12 @@ class Run:
 
 
 class GraphExecutor:
-    def __init__(self, capture, tvm=None, open_dims=None):
+    def __init__(self, capture, tvm=None, open_dims=None, cells=None):
         """`open_dims` ({argument array index: dims}): the dims whose every size the
-        graph serves (its cache key leaves them open)."""
+        graph serves (its cache key leaves them open); `cells`: the block's RNN cells
+        MXNet's RNN operator computes (fused_cells.cells_of)."""
         self.capture = capture
+        self.cells = cells or {}
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
         # The open dims by graph input name, as a plan's symbolic dims.
@@ -61,6 +63,8 @@ class GraphExecutor:
         self._inference_op = CutGraph(capture.symbol) if self._cut else None
         self.mxnet_graph = None     # the graph its CachedOps run, once made
         self.recording_graph = None     # the graph of its recorded runs, once made
+        self.fused_cells = []       # prefixes of the cells its recorded runs fuse
+        self.stacked_weights = []   # weights whose gradients its recorded runs stack
         self._recording_op = None
 
     def run(self, block, args):
@@ -93,6 +97,13 @@ class GraphExecutor:
         outputs = results[:capture.num_outputs]
         return Run(rebuild_outputs(capture.out_format, outputs))
 
+    def recording_report(self):
+        """What the graph of recorded runs computes differently, or None before one ran."""
+        if self.recording_graph is None:
+            return None
+        return {"fused_cells": list(self.fused_cells),
+                "stacked_weights": list(self.stacked_weights)}
+
     def partition_report(self):
         """The parts of a graph cut around its data-dependent shapes, for inference and
         for recorded runs (None where not run yet); None for a graph not cut."""
@@ -104,8 +115,9 @@ class GraphExecutor:
     def _cached_op(self, inputs):
         if not autograd.is_recording():
             if self._inference_op is None:
-                self._inference_op = mx.nd.CachedOp(self._graph(inputs),
-                                                    flags=_planned_flags(self.capture))
+                graph = self._graph(inputs)
+                self._inference_op = self._taking_capture_inputs(
+                    mx.nd.CachedOp(graph, flags=_planned_flags(self.capture)), graph)
             return self._inference_op
         if self._recording_op is None:
             if self._cut:
@@ -115,29 +127,49 @@ class GraphExecutor:
         return self._recording_op
 
     def _recording(self, inputs):
-        """The CachedOp of recorded runs: the graph with repeated products' weight
-        gradients made one (stacked_weight_gradients.py, for exact shapes), its reads
-        bounded for MXNet's planned backward (gradient_sums.py)."""
-        graph = self._graph(inputs)
-        stacked = stacked_weight_gradients.stacked(graph, self._input_shapes(inputs)) \
-            if self.capture.exact else None
-        symbol, flags = gradient_sums.planned_recording(stacked.symbol if stacked else graph,
-                                                        _planned_flags(self.capture))
-        self.recording_graph = symbol
-        cached_op = mx.nd.CachedOp(symbol, flags=flags)
-        return stacked.run_with(cached_op) if stacked else cached_op
+        """The CachedOp of recorded runs, for a graph traced for exact shapes: loops
+        over Gluon's cells as MXNet's RNN operator (fused_cells.py), other repeated
+        products with their weight gradients made one (stacked_weight_gradients.py);
+        reads bounded for MXNet's planned backward (gradient_sums.py)."""
+        symbol, stacked = self.capture.symbol, None
+        if self.capture.exact:
+            symbol, self.fused_cells = fused_cells.fused(symbol, self.cells)
+            symbol = self._rewritten(symbol, inputs)
+            stacked = stacked_weight_gradients.stacked(symbol, self._input_shapes(inputs))
+        else:
+            symbol = self._graph(inputs)
+        planned, flags = gradient_sums.planned_recording(stacked.symbol if stacked else symbol,
+                                                         _planned_flags(self.capture))
+        self.recording_graph = planned
+        cached_op = mx.nd.CachedOp(planned, flags=flags)
+        if stacked:     # takes the inputs of the graph it was made from
+            self.stacked_weights = [product.weight for product in stacked.products]
+            return self._taking_capture_inputs(stacked.run_with(cached_op), symbol)
+        return self._taking_capture_inputs(cached_op, planned)
+
+    def _taking_capture_inputs(self, run, graph):
+        """`run` (taking `graph`'s inputs, in its order), called with the capture's:
+        a rewrite may list a graph's inputs in another order."""
+        given, wanted = self.capture.symbol.list_inputs(), graph.list_inputs()
+        if given == wanted:
+            return run
+        order = [given.index(name) for name in wanted]
+        return lambda *inputs: run(*[inputs[index] for index in order])
 
     def _graph(self, inputs):
-        """The graph MXNet runs: operators MXNet runs faster under other names
-        replaced (equivalent_ops.py), and a graph traced for exact shapes with its
-        per-row projections made one (row_projections.py, for these shapes)."""
+        """The graph MXNet runs for inference (`_rewritten`)."""
         if self.mxnet_graph is None:
-            symbol = self.capture.symbol
-            if self.capture.exact:
-                symbol = row_projections.batched(symbol, self._input_shapes(inputs))
-            self.mxnet_graph = equivalent_ops.rewritten(symbol, {
-                name: array.dtype for name, array in zip(symbol.list_inputs(), inputs)})
+            self.mxnet_graph = self._rewritten(self.capture.symbol, inputs)
         return self.mxnet_graph
+
+    def _rewritten(self, symbol, inputs):
+        """`symbol` (with the capture's inputs) with operators MXNet runs faster under
+        other names replaced (equivalent_ops.py) and, traced for exact shapes, its
+        per-row projections made one (row_projections.py, for these shapes)."""
+        if self.capture.exact:
+            symbol = row_projections.batched(symbol, self._input_shapes(inputs))
+        return equivalent_ops.rewritten(symbol, {
+            name: array.dtype for name, array in zip(self.capture.symbol.list_inputs(), inputs)})
 
     def _input_shapes(self, inputs):
         return {name: array.shape for name, array in zip(self.capture.symbol.list_inputs(),

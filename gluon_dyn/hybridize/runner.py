@@ -14,7 +14,7 @@ from mxnet import autograd, gluon
 
 from ..ops import ControlFlowError
 from ..origin import function_location, user_stacklevel
-from . import arguments, graph_breaks, speculation, tracing
+from . import arguments, fused_cells, graph_breaks, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
 from .capture import ExportError, Tracer
 from .executor import GraphExecutor
@@ -151,7 +151,8 @@ class BlockRunner:
             return self._after_error("%s: %s" % (type(error).__name__, error),
                                      "an internal error stopped the trace", args)
         self.ladder.note_reads(capture.shape_reads)
-        executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims())
+        executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims(),
+                                 fused_cells.cells_of(self.block))
         # The trace's shape reads may close dims the key left open: key it afresh.
         self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
@@ -284,6 +285,9 @@ class BlockRunner:
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
                 "partitioned": [report for report in (executor.partition_report()
                                                       for executor in self.cache.values()) if report],
+                "recorded_graphs": [report for report in (executor.recording_report()
+                                                          for executor in self.cache.values())
+                                    if report],
                 "recursion": self.recursion.report() if self.recursion is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.profile.last_failure[where])
