@@ -7,7 +7,7 @@ variant of one call computes the same thing. Then:
 
 - `compare` warms up every variant (calls interleaved, each output checked
   against the reference's output of the same call), then times `repeats` calls
-  of each, interleaved (A, B, C, A, B, C, ...) on inputs all made before the
+  of each, interleaved (A, B, C, then B, C, A, then C, A, B, ...) on inputs all made before the
   first timed call, and gives each variant's times (medians for the tables);
 - `run_calls` does the same for a fixed sequence of calls whose every call
   matters (a guard that fails at call 9), checking every call;
@@ -166,16 +166,20 @@ def timed_call(variant, arguments):
 
 
 def _round(variants, arguments, call, check):
-    """One call of every variant in turn; milliseconds of each, in order."""
-    times, expected = [], None
-    for variant in variants:
-        output, ms = timed_call(variant, arguments[variant.name])
-        times.append(ms)
+    """One call of every variant in turn; milliseconds of each, in `variants`' order.
+    A checked round starts with variants[0], the reference; unchecked rounds start
+    one variant later each call, so that no variant always follows the same one (in
+    noisy_neighbour.py the variant called right after the imperative one measured
+    up to 4x slower than it did placed elsewhere)."""
+    start = 0 if check else call % len(variants)
+    ms, expected = {}, None
+    for variant in list(variants[start:]) + list(variants[:start]):
+        output, ms[variant.name] = timed_call(variant, arguments[variant.name])
         if check and expected is None:
             expected = as_numpy(output)
         elif check:
             check_output(variant, output, expected, call, variants[0].name)
-    return times
+    return [ms[variant.name] for variant in variants]
 
 
 def _measuring(variants):

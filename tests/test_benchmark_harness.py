@@ -29,11 +29,14 @@ class Recorder:
 
 
 def test_compare_interleaves_variants_and_checks_before_timing():
+    """Checked warm-up rounds start with the reference; each timed round starts one
+    variant later (call 2 with C, 3 with A, 4 with B)."""
     recorder = Recorder()
     timings = harness.compare([recorder.variant(n) for n in "ABC"], recorder.make_inputs,
                               repeats=3, warmup=2)
     runs = [event[1:] for event in recorder.events if event[0] == "run"]
-    assert runs == [(name, call) for call in range(5) for name in "ABC"]
+    assert runs == [(name, call) for call in range(2) for name in "ABC"] + \
+        [(name, call) for call, order in ((2, "CAB"), (3, "ABC"), (4, "BCA")) for name in order]
     assert {name: (len(t.warmup_ms), len(t.timed_ms)) for name, t in timings.items()} == \
         {name: (2, 3) for name in "ABC"}
 
@@ -44,7 +47,7 @@ def test_timed_inputs_are_fresh_and_made_before_the_first_timed_call():
                     repeats=4, warmup=1)
     # Every call of every variant got an array of its own, never passed twice.
     assert len({id(x) for x in recorder.seen}) == len(recorder.seen) == 10
-    first_timed_run = recorder.events.index(("run", "A", 1))
+    first_timed_run = recorder.events.index(("run", "B", 1))   # timed call 1 starts with B
     assert recorder.events[first_timed_run - 8:first_timed_run] == \
         [("make", call) for call in range(1, 5)] * 2
 

@@ -1,5 +1,6 @@
 """Loops over Gluon's RNN, GRU and LSTM cells run as MXNet's fused RNN operator when
-recorded (gluon_dyn/hybridize/fused_cells.py).
+recorded (gluon_dyn/hybridize/fused_cells.py), and for inference where that form
+measures faster than the unrolled one (graph_choice.py).
 
 Each model runs imperatively and through hybridize(dynamic=True) on the same
 parameters; outputs, the input's gradient and every parameter's gradient agree on
@@ -8,14 +9,16 @@ loop as one RNN operator (no per-step products left) or unrolled."""
 import json
 
 import mxnet as mx
+import numpy as np
 import pytest
 from mxnet import gluon
 
-from gluon_dyn.hybridize import fused_cells
+from gluon_dyn.hybridize import fused_cells, graph_choice
 from gluon_dyn.hybridize.dynamic import report, runner_of
+from test_planned_backward import twin_blocks
 from test_row_projections import CELLS as OWN_CELLS
 from test_row_projections import products
-from test_stacked_weight_gradients import Loop, agree, recorded_graph
+from test_stacked_weight_gradients import TOLERANCE, Loop, agree, data, recorded_graph
 
 CELLS = {"rnn": lambda: gluon.rnn.RNNCell(6, input_size=3),
          "relu": lambda: gluon.rnn.RNNCell(6, activation="relu", input_size=3),
@@ -59,11 +62,82 @@ def test_a_loop_over_a_cell_runs_as_one_rnn_operator_and_matches_imperative(kind
     graph = recorded_graph(dynamic)
     assert [node["op"] for node in graph["nodes"]].count("RNN") == 1
     assert products(graph) == []
-    # inference graphs keep the loop unrolled
+    # inference has both forms: the unrolled graph keeps its per-step products
     inference = [json.loads(executor.mxnet_graph.tojson())
                  for executor in runner_of(dynamic).cache.values()
                  if executor.mxnet_graph is not None]
     assert len(inference) == 1 and products(inference[0])
+    [forms] = report(dynamic)["inference_graphs"]
+    assert forms["forms"] == ["unrolled", "cells fused"]
+
+
+def scripted_samples(ms):
+    """An interleaved_samples for graph_choice running each form once and timing
+    it `ms` ({form: milliseconds})."""
+    def sample(variants, repeats):
+        for run in variants.values():
+            run()
+        return {name: [ms[name] / 1000] * repeats for name in variants}
+    return sample
+
+
+def inference_calls(make, shape, calls):
+    """Imperative and dynamic twins of `make` on `calls` sequences, not recorded;
+    outputs agree; returns the dynamic block."""
+    imperative, dynamic = twin_blocks(make)
+    for call in range(calls):
+        seq = data(shape, call)
+        np.testing.assert_allclose(dynamic(seq).asnumpy(), imperative(seq).asnumpy(),
+                                   **TOLERANCE)
+    by_kind = report(dynamic)["calls"]["by_kind"]
+    assert by_kind["graph"] == calls - 1 and by_kind["fallback"] == 0, by_kind
+    return dynamic
+
+
+@pytest.mark.parametrize("faster", ["cells fused", "unrolled"])
+def test_inference_runs_the_form_measured_faster(monkeypatch, faster):
+    slower = {"cells fused": "unrolled", "unrolled": "cells fused"}[faster]
+    monkeypatch.setattr(graph_choice, "interleaved_samples",
+                        scripted_samples({faster: 1.0, slower: 2.0}))
+    dynamic = inference_calls(lambda: Sequence(CELLS["lstm"]), (7, 2, 3), calls=5)
+    [forms] = report(dynamic)["inference_graphs"]
+    assert forms["chosen"] == faster and forms["calls"] == 4, forms
+    [executor] = runner_of(dynamic).cache.values()
+    ops = [node["op"] for node in json.loads(executor.inference_graph().tojson())["nodes"]]
+    assert ("RNN" in ops) == (faster == "cells fused")
+
+
+def test_inference_keeps_the_unrolled_form_against_a_fused_one_within_the_margin(monkeypatch):
+    monkeypatch.setattr(graph_choice, "interleaved_samples",
+                        scripted_samples({"cells fused": 0.98, "unrolled": 1.0}))
+    dynamic = inference_calls(lambda: Sequence(CELLS["gru"]), (6, 2, 3), calls=3)
+    assert report(dynamic)["inference_graphs"][0]["chosen"] == "unrolled"
+
+
+def test_a_tvm_plan_is_measured_against_the_form_mxnet_serves(monkeypatch, tmp_path):
+    """Under backend="tvm" the plan's alternative is the fused form MXNet measured
+    faster: where it serves (as when it measures faster than the plan), the RNN runs."""
+    monkeypatch.setattr(graph_choice, "interleaved_samples",
+                        scripted_samples({"cells fused": 1.0, "unrolled": 2.0}))
+    imperative, dynamic = twin_blocks(lambda: Sequence(CELLS["gru"]))
+    dynamic.hybridize(dynamic=True, profile_calls=1, backend="tvm", backend_options={
+        "choose_by_measurement": False, "cache_dir": str(tmp_path)})
+    def agree_on(seq):
+        np.testing.assert_allclose(dynamic(seq).asnumpy(), imperative(seq).asnumpy(),
+                                   **TOLERANCE)
+    for call in range(3):   # profiled; MXNet, then the plan is built; the plan
+        agree_on(data((4, 2, 3), call))
+    [executor] = runner_of(dynamic).cache.values()
+    [plan] = executor.tvm_plans.values()
+    plan.uses_whole_graph = True
+    agree_on(data((4, 2, 3), 3))
+    assert plan.calls == {"plan": 1, "whole graph": 1}
+    assert "RNN" in [node["op"] for node in json.loads(plan.whole_symbol.tojson())["nodes"]]
+
+
+def test_a_loop_over_a_cell_subclass_has_one_inference_form():
+    dynamic = inference_calls(lambda: Loop("lstm"), (6, 2, 3), calls=3)
+    assert report(dynamic)["inference_graphs"] == []
 
 
 def test_rows_read_backwards():

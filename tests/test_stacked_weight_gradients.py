@@ -262,6 +262,33 @@ def test_a_split_of_every_part_of_a_split_is_split_the_other_way_first():
     computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(5, 2, 6)))
 
 
+def test_stacks_of_every_part_of_a_split_or_of_the_first_rows_are_no_copies():
+    """stack(split(y)) is y; stack(x[0], .., x[n-1]) one slice; parts out of order,
+    along another axis, or of different arrays stay stacked."""
+    x = mx.sym.var("x")
+    y = mx.sym.tanh(x)
+    parts = mx.sym.SliceChannel(y, num_outputs=4, axis=0, squeeze_axis=True)
+    rows = [mx.sym.reshape(mx.sym.slice_axis(x, axis=0, begin=t, end=t + 1), (-3, -2))
+            for t in range(3)]
+    other_rows = [mx.sym.reshape(mx.sym.slice_axis(y, axis=0, begin=t, end=t + 1), (-3, -2))
+                  for t in range(2)]
+    symbol = mx.sym.Group([
+        mx.sym.stack(*[parts[t] for t in range(4)]) * 2,                      # y
+        mx.sym.stack(*rows) * 3,                                              # x[:3]
+        mx.sym.stack(*[parts[t] for t in (1, 0, 2, 3)]),                      # stays
+        mx.sym.stack(*[parts[t] for t in range(4)], axis=1),                  # stays
+        mx.sym.stack(rows[0], other_rows[1])])                                # stays
+    rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32})
+    assert reachable_ops(rewritten).count("stack") == 3
+    assert reachable_ops(rewritten).count("slice_axis") == 3
+    computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(4, 2, 3)))
+    # every row of an array of known shape, stacked: the array
+    symbol = mx.sym.stack(*rows) * 3
+    rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32}, {"x": (3, 2, 3)})
+    assert reachable_ops(rewritten) == ["null", "_mul_scalar"]
+    computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(3, 2, 3)))
+
+
 def test_equivalent_ops_leave_other_dtypes_alone():
     x = mx.sym.var("x")
     symbol = mx.sym.tanh(x)

@@ -23,7 +23,7 @@ def export_plan(plan, prefix, data_names, returns_list, parameters_file, symbol_
     """
     graph = plan.graph
     if plan.uses_whole_graph:
-        steps = [dict(_mxnet_graph(plan.symbol), backend="mxnet",
+        steps = [dict(_mxnet_graph(plan.whole_symbol), backend="mxnet",
                       ops=sum(not n.is_variable for n in graph.nodes),
                       outputs=[_value_name(graph, ref) for ref in graph.heads])]
     else:

@@ -94,7 +94,9 @@ class SegmentedGraph:
     `gemms` says which matrix products run on the mxnet wheel's BLAS instead of
     TVM's kernels: "measure" (each product shape timed both ways; the default
     when choosing by measurement), "tvm" (none; the default otherwise) or "blas"
-    (every one that can).
+    (every one that can). `whole_symbol` is the graph MXNet runs as WHOLE, an
+    equivalent of `symbol` it runs faster (its loops over cells fused); `symbol` by
+    default.
 
     After construction: `steps` (a Step per segment, in order), `choice` (the
     MeasuredChoice between PLAN and WHOLE, one MXNet CachedOp of the graph; None
@@ -104,7 +106,8 @@ class SegmentedGraph:
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
-                 choose_by_measurement=True, tune=None, parameter_names=None, gemms=None):
+                 choose_by_measurement=True, tune=None, parameter_names=None, gemms=None,
+                 whole_symbol=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
@@ -112,7 +115,8 @@ class SegmentedGraph:
         if gemms not in GEMM_POLICIES:
             raise ValueError("gemms=%r: expected one of %s" % (gemms, ", ".join(GEMM_POLICIES)))
         self._gemms = GEMM_POLICIES[gemms]
-        missing = set(symbol.list_inputs()) - set(input_names)
+        whole_symbol = symbol if whole_symbol is None else whole_symbol
+        missing = set(symbol.list_inputs() + whole_symbol.list_inputs()) - set(input_names)
         if missing:
             raise ValueError("no example input for graph input(s) %s" % sorted(missing))
         self.graph = graph = load_graph(symbol)
@@ -147,8 +151,9 @@ class SegmentedGraph:
                       for segment in segments]
         self._heads = [self._slots[ref] for ref in graph.heads]
         self._pass_tvm_tensors()
-        self._whole = _cached_op(symbol, self.static_shape)
-        self._whole_order = [input_names.index(name) for name in symbol.list_inputs()]
+        self.whole_symbol = whole_symbol
+        self._whole = _cached_op(whole_symbol, self.static_shape)
+        self._whole_order = [input_names.index(name) for name in whole_symbol.list_inputs()]
         self.plan_ms = self.whole_ms = None
         self.choice = MeasuredChoice((PLAN, WHOLE), incumbent=WHOLE) if \
             choose_by_measurement else None

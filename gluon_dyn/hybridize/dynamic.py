@@ -62,7 +62,9 @@ def report(block):
     milliseconds of the graph and of the forward as written, from the calls that
     compared them), "partitioned" (per cached graph cut around data-dependent
     shapes, its parts for inference and for recorded runs: kind, ops, CachedOps
-    built, calls), "recorded_graphs" (per graph recorded runs ran: the prefixes of
+    built, calls), "inference_graphs" (per graph whose loops over Gluon's RNN cells
+    could run as MXNet's RNN operator: the forms measured, unrolled and cells fused,
+    which serves and the measurements), "recorded_graphs" (per graph recorded runs ran: the prefixes of
     the Gluon RNN cells run as MXNet's RNN operator, and the weights whose gradients
     are one product of the stacked steps) and "tvm" (under backend="tvm": the
     plans, and the plans and TVM functions built so far).

@@ -14,6 +14,7 @@ from mxnet import autograd
 from .. import graph_json
 from . import (equivalent_ops, fused_cells, gradient_sums, guards, row_projections,
                stacked_weight_gradients, stale_gradients)
+from .graph_choice import MeasuredGraphs
 from .capture import ArgumentInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
@@ -62,6 +63,7 @@ class GraphExecutor:
         # the graph as `_graph` rewrites it for the run's input shapes.
         self._inference_op = CutGraph(capture.symbol) if self._cut else None
         self.mxnet_graph = None     # the graph its CachedOps run, once made
+        self.inference_forms = None   # MeasuredGraphs, where its cells could be fused
         self.recording_graph = None     # the graph of its recorded runs, once made
         self.fused_cells = []       # prefixes of the cells its recorded runs fuse
         self.stacked_weights = []   # weights whose gradients its recorded runs stack
@@ -104,6 +106,11 @@ class GraphExecutor:
         return {"fused_cells": list(self.fused_cells),
                 "stacked_weights": list(self.stacked_weights)}
 
+    def inference_report(self):
+        """The forms of the inference graph measured against each other (unrolled,
+        cells fused), or None where it has one form or has not run."""
+        return self.inference_forms.report() if self.inference_forms else None
+
     def partition_report(self):
         """The parts of a graph cut around its data-dependent shapes, for inference and
         for recorded runs (None where not run yet); None for a graph not cut."""
@@ -115,9 +122,7 @@ class GraphExecutor:
     def _cached_op(self, inputs):
         if not autograd.is_recording():
             if self._inference_op is None:
-                graph = self._graph(inputs)
-                self._inference_op = self._taking_capture_inputs(
-                    mx.nd.CachedOp(graph, flags=_planned_flags(self.capture)), graph)
+                self._inference_op = self._inference(inputs)
             return self._inference_op
         if self._recording_op is None:
             if self._cut:
@@ -125,6 +130,29 @@ class GraphExecutor:
             else:
                 self._recording_op = self._recording(inputs)
         return self._recording_op
+
+    def _inference(self, inputs):
+        """The inference graph's CachedOp; for a graph traced for exact shapes with
+        loops over Gluon's cells, that and the graph with the loops as MXNet's RNN
+        operator (fused_cells.py), the faster by measurement serving (graph_choice.py)."""
+        def planned(graph):
+            return self._taking_capture_inputs(
+                mx.nd.CachedOp(graph, flags=_planned_flags(self.capture)), graph)
+        graph = self._graph(inputs)
+        if not self.capture.exact:
+            return planned(graph)
+        fused, prefixes = fused_cells.fused(self.capture.symbol, self.cells)
+        if not prefixes:
+            return planned(graph)
+        fused = self._rewritten(fused, inputs)
+        self.inference_forms = MeasuredGraphs({"unrolled": (graph, planned(graph)),
+                                               "cells fused": (fused, planned(fused))},
+                                              incumbent="unrolled")
+        return self.inference_forms
+
+    def inference_graph(self):
+        """The inference graph serving MXNet's runs, once one ran."""
+        return self.inference_forms.graph if self.inference_forms else self.mxnet_graph
 
     def _recording(self, inputs):
         """The CachedOp of recorded runs, for a graph traced for exact shapes: loops
@@ -169,7 +197,8 @@ class GraphExecutor:
         if self.capture.exact:
             symbol = row_projections.batched(symbol, self._input_shapes(inputs))
         return equivalent_ops.rewritten(symbol, {
-            name: array.dtype for name, array in zip(self.capture.symbol.list_inputs(), inputs)})
+            name: array.dtype for name, array in zip(self.capture.symbol.list_inputs(), inputs)},
+            self._input_shapes(inputs) if self.capture.exact else None)
 
     def _input_shapes(self, inputs):
         return {name: array.shape for name, array in zip(self.capture.symbol.list_inputs(),

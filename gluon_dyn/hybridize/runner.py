@@ -285,6 +285,9 @@ class BlockRunner:
                 "tvm": self.tvm.report(self.cache.values()) if self.tvm is not None else None,
                 "partitioned": [report for report in (executor.partition_report()
                                                       for executor in self.cache.values()) if report],
+                "inference_graphs": [report for report in (executor.inference_report()
+                                                           for executor in self.cache.values())
+                                     if report],
                 "recorded_graphs": [report for report in (executor.recording_report()
                                                           for executor in self.cache.values())
                                     if report],
