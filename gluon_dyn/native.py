@@ -25,6 +25,8 @@ GRAD_TIE_OP = "gluon_dyn_grad_tie"
 # SliceChannel copying each part a contiguous run at a time (graphs MXNet runs only:
 # hybridize/equivalent_ops.py).
 SPLIT_OP = "gluon_dyn_split"
+# Concat the same way (_rnn_param_concat of a fused RNN's weights, equivalent_ops.py).
+CONCAT_OP = "gluon_dyn_concat"
 # Identities that only make MXNet's backward request gradients: export drops them,
 # and a parameter read only by them is not computed with.
 TRAINING_ONLY_OPS = (GRAD_TIE_OP,)

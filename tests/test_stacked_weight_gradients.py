@@ -289,6 +289,22 @@ def test_stacks_of_every_part_of_a_split_or_of_the_first_rows_are_no_copies():
     computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(3, 2, 3)))
 
 
+def test_rnn_param_concats_become_gluon_dyn_concat():
+    """Inputs of different lengths along the axis, flat (an RNN's weights) and 2-d
+    along a later axis; forward and gradients."""
+    x = mx.sym.var("x")
+    flat = mx.sym.reshape(x, (-1,))
+    concat = mx.sym._internal._rnn_param_concat     # pylint: disable=protected-access
+    symbol = mx.sym.Group([
+        concat(flat, flat * 2, mx.sym.slice_axis(flat, axis=0, begin=0, end=5), dim=0,
+               num_args=3),
+        concat(x, mx.sym.slice_axis(x, axis=1, begin=0, end=2), dim=1, num_args=2)])
+    rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32})
+    assert reachable_ops(rewritten).count(native.CONCAT_OP) == 2
+    assert "_rnn_param_concat" not in reachable_ops(rewritten)
+    computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(4, 6)))
+
+
 def test_equivalent_ops_leave_other_dtypes_alone():
     x = mx.sym.var("x")
     symbol = mx.sym.tanh(x)

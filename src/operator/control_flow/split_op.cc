@@ -4,11 +4,11 @@
 // part is one memcpy per index of the axes before the split axis.
 // Attributes: axis (>= 0), num_outputs, squeeze_axis (0 or 1: parts of size one
 // along the axis drop it, as SliceChannel's squeeze_axis).
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common.h"
+#include "parts.h"
 
 namespace gluon_dyn {
 namespace {
@@ -76,39 +76,9 @@ MXReturnValue InferShape(const Attrs& attrs, std::vector<std::vector<unsigned in
   return MX_SUCCESS;
 }
 
-// The whole array seen as (outer, axis length, inner) elements of `bytes` each.
-struct Layout {
-  int64_t outer = 1, length = 0, inner = 1;
-  size_t bytes = 0;
-};
-
-Layout LayoutOf(const MXTensor& whole, int axis) {
-  Layout layout;
-  for (int i = 0; i < axis; ++i) layout.outer *= whole.shape[i];
-  layout.length = whole.shape[axis];
-  for (size_t i = axis + 1; i < whole.shape.size(); ++i) layout.inner *= whole.shape[i];
-  layout.bytes = DTypeSize(whole.dtype);
-  return layout;
-}
-
-// Copies between the whole array and its parts, in the direction `to_parts` says.
-void CopyParts(const Layout& layout, char* whole, const std::vector<char*>& parts,
-               bool to_parts) {
-  const int64_t part_length = layout.length / static_cast<int64_t>(parts.size());
-  const size_t run = part_length * layout.inner * layout.bytes;
-  const size_t row = layout.length * layout.inner * layout.bytes;
-  for (size_t k = 0; k < parts.size(); ++k) {
-    if (parts[k] == nullptr) continue;   // forward: no storage; backward: zeroed already
-    for (int64_t o = 0; o < layout.outer; ++o) {
-      char* in_whole = whole + o * row + k * run;
-      char* in_part = parts[k] + o * run;
-      if (to_parts) {
-        std::memcpy(in_part, in_whole, run);
-      } else {
-        std::memcpy(in_whole, in_part, run);
-      }
-    }
-  }
+// Every part's length along the axis.
+std::vector<int64_t> EqualLengths(const Layout& layout, int parts) {
+  return std::vector<int64_t>(parts, layout.length / parts);
 }
 
 MXReturnValue Forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
@@ -119,8 +89,9 @@ MXReturnValue Forward(const Attrs& attrs, std::vector<MXTensor>* inputs,
   for (auto& output : *outputs) {
     pointers.push_back(HasStorage(output) ? static_cast<char*>(output.data_ptr) : nullptr);
   }
-  CopyParts(LayoutOf((*inputs)[0], axis), static_cast<char*>((*inputs)[0].data_ptr), pointers,
-            true);
+  const Layout layout = LayoutOf((*inputs)[0], axis);
+  CopyParts(layout, static_cast<char*>((*inputs)[0].data_ptr), pointers,
+            EqualLengths(layout, parts), true);
   return MX_SUCCESS;
 }
 
@@ -143,7 +114,9 @@ MXReturnValue Backward(const Attrs& attrs, std::vector<MXTensor>* inputs,
     pointers.push_back(HasStorage(part) ? static_cast<char*>(part.data_ptr) : nullptr);
     if (pointers.back() == nullptr) ZeroTensor(gradient);   // a part with no gradient: zeros
   }
-  CopyParts(LayoutOf(*gradient, axis), static_cast<char*>(gradient->data_ptr), pointers, false);
+  const Layout layout = LayoutOf(*gradient, axis);
+  CopyParts(layout, static_cast<char*>(gradient->data_ptr), pointers, EqualLengths(layout, parts),
+            false);
   return MX_SUCCESS;
 }
 
