@@ -180,6 +180,22 @@ class MeasuredChoice:
         if seconds is not None:
             self._recent = (self._recent + [seconds])[-RECENT_SAMPLES:]
 
+    def serve(self, run, wait, measure_again):
+        """`run()` as a serving call of the chosen variant; timed to completion
+        (`wait(outputs)`) when wants_timing says, then `measure_again(why)` when a
+        re-check is due. Returns run()'s outputs."""
+        if not self.wants_timing():
+            self.served()
+            return run()
+        start = time.perf_counter()
+        outputs = run()
+        wait(outputs)
+        self.served(time.perf_counter() - start)
+        why = self.recheck_due()
+        if why:
+            measure_again(why)
+        return outputs
+
     def recheck_due(self):
         """Why the variants should be measured again now, or None."""
         if self.confirming:

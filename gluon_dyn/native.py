@@ -1,7 +1,8 @@
 """Python side of the gluon_dyn C++ operators (``libgluon_dyn_ops.so``).
 
-Importing this module registers ``gluon_dyn_assert``, ``gluon_dyn_grad_tie`` and
-``gluon_dyn_split`` with MXNet (as ``mx.nd.*`` and ``mx.sym.*``). The helpers below hide the
+Importing this module registers ``gluon_dyn_assert``, ``gluon_dyn_grad_tie``,
+``gluon_dyn_split`` and ``gluon_dyn_concat`` with MXNet (as ``mx.nd.*`` and ``mx.sym.*``).
+The helpers below hide the
 attribute bookkeeping (input counts) and the difference between the
 imperative (list of NDArray) and symbolic (grouped Symbol) multi-output forms.
 

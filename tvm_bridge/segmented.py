@@ -316,19 +316,12 @@ class SegmentedGraph:
         if self.check_inputs:
             self._check(arrays)
         run = self._run_whole if self.uses_whole_graph else self._run_plan
-        choice = self.choice
-        if self._forced or not choice.wants_timing():
-            if choice is not None:
-                choice.served()
+        if self._forced:
+            if self.choice is not None:
+                self.choice.served()
             return run(arrays)
-        start = time.perf_counter()
-        outputs = run(arrays)
-        _wait(outputs)
-        choice.served(time.perf_counter() - start)
-        why = choice.recheck_due()
-        if why:
-            self._choose(list(arrays), why)
-        return outputs
+        return self.choice.serve(lambda: run(arrays), _wait,
+                                 lambda why: self._choose(list(arrays), why))
 
     def _check(self, arrays):
         if len(arrays) != self._num_inputs:

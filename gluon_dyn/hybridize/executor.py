@@ -194,11 +194,12 @@ class GraphExecutor:
         """`symbol` (with the capture's inputs) with operators MXNet runs faster under
         other names replaced (equivalent_ops.py) and, traced for exact shapes, its
         per-row projections made one (row_projections.py, for these shapes)."""
-        if self.capture.exact:
-            symbol = row_projections.batched(symbol, self._input_shapes(inputs))
+        shapes = self._input_shapes(inputs) if self.capture.exact else None
+        if shapes:
+            symbol = row_projections.batched(symbol, shapes)
         return equivalent_ops.rewritten(symbol, {
             name: array.dtype for name, array in zip(self.capture.symbol.list_inputs(), inputs)},
-            self._input_shapes(inputs) if self.capture.exact else None)
+            shapes)
 
     def _input_shapes(self, inputs):
         return {name: array.shape for name, array in zip(self.capture.symbol.list_inputs(),

@@ -7,8 +7,6 @@ at hidden 512 the fused operator took 55 ms against 100 unrolled at batch 32, an
 first serves, and measured again when MeasuredChoice's policy says (a timed call
 much slower than expected, the machine's load changed, scheduled re-checks).
 """
-import time
-
 import mxnet as mx
 
 from ..measure import MeasuredChoice, decide_by_timing, interleaved_samples
@@ -31,21 +29,11 @@ class MeasuredGraphs:
         return self.forms[self.choice.chosen][0]
 
     def __call__(self, *inputs):
-        choice = self.choice
-        if not choice.history:
+        if not self.choice.history:
             self._measure(inputs, "first call")
-        run = self.forms[choice.chosen][1]
-        if not choice.wants_timing():
-            choice.served()
-            return run(*inputs)
-        start = time.perf_counter()
-        outputs = run(*inputs)
-        mx.nd.waitall()
-        choice.served(time.perf_counter() - start)
-        why = choice.recheck_due()
-        if why:
-            self._measure(inputs, why)
-        return outputs
+        run = self.forms[self.choice.chosen][1]
+        return self.choice.serve(lambda: run(*inputs), lambda _: mx.nd.waitall(),
+                                 lambda why: self._measure(inputs, why))
 
     def _measure(self, inputs, why):
         def timed(run):
