@@ -19,13 +19,21 @@ NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc src/operator/control_flo
 HOROVOD_VERSION := 0.28.1
 WHEEL_CACHE ?= $(HOME)/.cache/gluon_dyn/wheels
 HOROVOD_STAMP := $(VENV)/.horovod-$(HOROVOD_VERSION)
+# PyTorch, for the benchmarks' PyTorch columns and the tests of their PyTorch worker
+# (benchmarks/torch_worker.py), is never a dependency of gluon_dyn: it lives in a
+# folder of its own that only that worker process puts on its path. In the venv's
+# packages it would break GluonCV 0.10, which refuses to import beside torch>=2.
+# pip takes the CPU build (2.13.0+cpu) where its find-links offer one, as here.
+TORCH_VERSION := 2.13.0
+TORCH_DIR := $(VENV)/torch-packages
+TORCH_STAMP := $(TORCH_DIR)/.torch-$(TORCH_VERSION)
 HOROVOD_BUILD_ENV := MAKEFLAGS=-j2 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
     HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo
 
 # Native deployment (below): the C runtime, and the Java binding where a JDK exists.
 .PHONY: setup test demo clean wheel-test
 
-setup: $(NATIVE_LIB) $(HOROVOD_STAMP) runtime java
+setup: $(NATIVE_LIB) $(HOROVOD_STAMP) $(TORCH_STAMP) $(D2L_STAMP) runtime java
 
 $(PY):
 	$(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -33,7 +41,7 @@ $(PY):
 # pip compiles the library in its own build environment (with the pinned mxnet);
 # touch: setuptools leaves an up-to-date library as it was.
 $(NATIVE_LIB): $(PY) $(PACKAGING) $(NATIVE_SRC)
-	$(PY) -m pip install -q -e '.[tvm,tests,horovod,examples]'
+	$(PY) -m pip install -q -e '.[tvm,tests,horovod,examples,corpus]'
 	touch $@
 
 $(HOROVOD_STAMP): $(NATIVE_LIB)
@@ -50,8 +58,29 @@ $(HOROVOD_STAMP): $(NATIVE_LIB)
 	$(PY) -m pip install -q --no-deps $$wheels/horovod-$(HOROVOD_VERSION)-*.whl
 	touch $@
 
+# d2l (tests/corpus) without its dependencies: it pins pandas, requests, scipy,
+# matplotlib and jupyter at versions that conflict with ours; the corpus extra of
+# pyproject.toml installs what d2l.mxnet imports.
+D2L_VERSION := 1.0.3
+D2L_STAMP := $(VENV)/.d2l-$(D2L_VERSION)
+$(D2L_STAMP): $(NATIVE_LIB)
+	$(PY) -m pip install -q --no-deps d2l==$(D2L_VERSION)
+	touch $@
+
+$(TORCH_STAMP): $(PY)
+	rm -rf $(TORCH_DIR) && $(PY) -m pip install -q --target $(TORCH_DIR) torch==$(TORCH_VERSION)
+	touch $@
+
+# The suite, then TEST_FUZZ_MINUTES of generated programs on a fresh seed (`make fuzz`,
+# below): every change meets programs no fixed seed holds. 2 minutes are about 20
+# programs, so a bug that 2 programs in 34 hit fails 7 runs in 10; more would
+# lengthen every run of the suite, whose own 100 fixed programs
+# (tests/test_generated_programs.py) already take about 6 CPU-minutes.
+TEST_FUZZ_MINUTES ?= 2
+
 test: setup wheel-test
 	$(PY) -m pytest tests
+	$(MAKE) --no-print-directory fuzz FUZZ_MINUTES=$(TEST_FUZZ_MINUTES)
 
 demo: setup
 	$(PY) examples/demo.py
@@ -135,18 +164,22 @@ ifneq ($(JAVAC),)
 	cd $(DEPLOY_DIR) && java -cp ../gluon_dyn.jar:. Main model
 endif
 
-# Optional: PyTorch (CPU) for the context columns of the benchmarks; never a
-# dependency of gluon_dyn itself.
-.PHONY: bench-extra
-bench-extra: setup
-	$(PY) -m pip install -q torch==2.13.0
-
-# Generated programs, imperative vs hybridize(dynamic=True), for FUZZ_MINUTES minutes
-# (random seed; FUZZ_SEED=N to repeat a run). Disagreements go to fuzz-failures/.
+# Generated programs, imperative vs hybridize(dynamic=True), for FUZZ_MINUTES minutes,
+# on a random seed printed first: `make fuzz FUZZ_SEED=S` repeats the run of seed S
+# (the same programs in the same order). Exits non-zero on any disagreement, each
+# shrunk (for at most a minute past the run's end) and written to fuzz-failures/
+# with its calls (tests/fuzzing/regressions/ holds such files as tests).
 FUZZ_MINUTES ?= 5
 .PHONY: fuzz
 fuzz: setup
-	FUZZ_MINUTES=$(FUZZ_MINUTES) $(PY) tests/fuzz.py
+	FUZZ_MINUTES=$(FUZZ_MINUTES) $(if $(FUZZ_SEED),FUZZ_SEED=$(FUZZ_SEED)) $(PY) tests/fuzz.py
+
+# The corpus of real programs (tests/corpus) imperative vs hybridize(dynamic=True): correctness,
+# share on graphs, graph breaks, speed, first calls, peak memory; writes docs/corpus.md and
+# docs/corpus.json (which tests/test_corpus.py's floors read). CORPUS_PROGRAMS="a b" measures some.
+.PHONY: corpus
+corpus: setup
+	$(PY) benchmarks/corpus_report.py $(CORPUS_PROGRAMS)
 
 # The JANUS workloads (examples/train) imperative vs dynamic vs TVM, and the
 # Horovod scale factor: writes docs/benchmarks.md and its plots (a few minutes on a quiet machine).

@@ -13,7 +13,7 @@ fresh inputs, warm-up, interleaved, medians):
 - foreach:    a HybridBlock written by hand with F.contrib.foreach, hybridize(static_alloc=True);
 - fused:      gluon.rnn.RNN/GRU/LSTM, MXNet's fused RNN operator (oneDNN), same weights;
 - pytorch eager, torch.compile: the same loop over the torch.nn cell with the same
-  weights, in a process of their own (`make bench-extra`).
+  weights, in a process of their own (`make setup`).
 """
 import argparse
 import contextlib

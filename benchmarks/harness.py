@@ -20,7 +20,7 @@ does not count): MXNet's OpenMP runtime and PyTorch's own each keep a team of
 spinning threads, and in one process they slow each other (an LSTM training step
 on 2 CPUs: MXNet 42 ms alone, 331 ms with PyTorch in the process; PyTorch 102 and
 190 ms; with PyTorch in a worker, 47 and 110 ms). They run only when torch is
-installed (`make bench-extra`); benchmarks leave their rows out otherwise, and
+installed (`make setup`); benchmarks leave their rows out otherwise, and
 this process never imports torch.
 
 MXNet's operators and PyTorch both use one thread per core. MXNet 1.9.1 gives an
@@ -295,7 +295,7 @@ def torch_installed():
     """Whether PyTorch is installed (said once when it is not); this process never
     imports it: its variants run in a TorchProcess."""
     if importlib.util.find_spec("torch") is None:
-        print("PyTorch is not installed: its rows are left out (`make bench-extra` adds them)")
+        print("PyTorch is not installed: its rows are left out (`make setup` installs it)")
         return False
     return True
 

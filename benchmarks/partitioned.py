@@ -13,7 +13,7 @@
 Variants (benchmarks/harness.py: outputs checked against the imperative run, fresh inputs,
 warm-up, interleaved, medians): imperative; hybridize(dynamic=True); hybridize(dynamic=True,
 backend="tvm") for inference, both with the speed check off; PyTorch eager with the same
-weights (`make bench-extra`), in a process of its own, one thread by default (--torch-threads).
+weights (`make setup`), in a process of its own, one thread by default (--torch-threads).
 The dynamic variants' reports must show every timed call served by graphs (the run stops
 otherwise).
 """

@@ -11,7 +11,7 @@ imperative run during warm-up, inputs made before the timed calls, medians):
 - dynamic tvm:    hybridize(dynamic=True, backend="tvm"), inference (training runs
                   the same MXNet graphs as dynamic);
 - pytorch eager:  the same model in PyTorch, in a process of its own, when `make
-                  bench-extra` installed it.
+                  setup` installed it.
 The dynamic variants must have served every timed call by the recursion engine
 (the block's report says so); the run stops otherwise.
 """

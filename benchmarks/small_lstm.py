@@ -6,8 +6,8 @@ fresh inputs, warm-up, interleaved, medians), inference and training:
 - dynamic:         the same Block, net.hybridize(dynamic=True);
 - hand-unrolled:   a HybridBlock that unrolls the loop by hand, hybridize(static_alloc=True);
 - pytorch eager, torch.compile: the same loop over torch.nn.LSTMCell with the same
-                   weights, in a process of their own, when the optional benchmark extra is
-                   installed (`make bench-extra`).
+                   weights, in a process of their own, when the benchmark extra is
+                   installed (`make setup`).
 """
 import argparse
 import contextlib

@@ -12,12 +12,19 @@ the worker ends. Requests:
 - ("close",): the worker ends without a reply.
 """
 import itertools
+import os
+import sys
 import time
 import traceback
 
 import numpy as np
 
 import torch_twins
+
+# Where `make setup` installs PyTorch (the Makefile's TORCH_DIR): a folder only this
+# worker puts on its path, so that processes with MXNet never see torch (GluonCV
+# refuses to import beside torch>=2).
+TORCH_PACKAGES = os.path.join(sys.prefix, "torch-packages")
 
 
 def _tensors(torch):
@@ -40,6 +47,8 @@ def serve(connection, builder, arguments, train, threads):
     output's sum; otherwise forward under no_grad."""
     try:
         build = getattr(torch_twins, builder)
+        if TORCH_PACKAGES not in sys.path:
+            sys.path.insert(0, TORCH_PACKAGES)
         import torch  # pylint: disable=import-outside-toplevel
         torch.set_num_threads(threads)
         built = build(torch, *arguments)

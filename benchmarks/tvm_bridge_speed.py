@@ -15,7 +15,7 @@ variants, medians):
    matrix products measured for BLAS and what was chosen: tvm_bridge.gemm_choice);
 3. LeNet, batch 1 and 64 - MXNet hybridize(static_alloc, static_shape)
    (reference) vs tvm_bridge.compile_block (TVM or MXNet per segment, by measurement).
-PyTorch rows appear when torch is installed (`make bench-extra`); PyTorch runs in a
+PyTorch rows appear when torch is installed (`make setup`); PyTorch runs in a
 process of its own. "first calls s"
 is the wall time of the warm-up calls (profiling, tracing, speed check, TVM
 compile and tuning, torch.compile's compile).

@@ -12,7 +12,7 @@ variants, medians):
 (c) LeNet, batch 1 and 64: MXNet hybridized vs compile_block (TVM or MXNet per
     segment, by measurement).
 PyTorch eager and torch.compile run the same programs, in a process of their own,
-when torch is installed (`make bench-extra`). TVM runs a thread per available CPU
+when torch is installed (`make setup`). TVM runs a thread per available CPU
 unless TVM_NUM_THREADS says otherwise. Compile times are wall seconds of
 compile_block (partition, compile, tuning and its own measurements). The TVM
 caches are fresh temporary folders unless --cache-dir is given.

@@ -19,21 +19,35 @@ def node(op, name, inputs, **attrs):
 
 
 def output_shapes(symbol, input_shapes):
-    """{output name of every node of `symbol`: shape} inferred from `input_shapes`
-    (graph input name -> shape); outputs MXNet cannot infer are left out or partial."""
+    """{(node index, output) in `symbol.tojson()`: shape} inferred from `input_shapes`
+    (graph input name -> shape). Outputs MXNet cannot infer (after a `_cond` or
+    `_while_loop`: () or a 0 dimension) are left out.
+
+    Keyed by position, not by name: a layer called twice gives two nodes of one
+    name and, possibly, two shapes. The symbol's internals list the visible outputs
+    of its nodes in the order of its JSON nodes (a node's hidden outputs, such as
+    Dropout's mask, are not listed)."""
     internals = symbol.get_internals()
     _, shapes, _ = internals.infer_shape_partial(**input_shapes)
-    return {name: tuple(shape) for name, shape in zip(internals.list_outputs(), shapes)}
+    listed = list(zip(internals.list_outputs(), shapes))
+    found, position = {}, 0
+    for index, node in enumerate(json.loads(symbol.tojson())["nodes"]):
+        single = node["name"] if node["op"] == "null" else "%s_output" % node["name"]
+        output = 0
+        while position < len(listed) and listed[position][0] in (
+                single if output == 0 else None, "%s_output%d" % (node["name"], output)):
+            shape = listed[position][1]
+            if shape and 0 not in shape:
+                found[(index, output)] = tuple(shape)
+            output, position = output + 1, position + 1
+            if listed[position - 1][0] == single:
+                break
+    return found
 
 
-def shape_of(entry, nodes, shapes):
+def shape_of(entry, shapes):
     """The shape `output_shapes` gave a node output (a JSON entry), or None."""
-    producer = nodes[entry[0]]
-    if producer["op"] == "null":
-        return shapes.get(producer["name"])
-    names = ["%s_output%d" % (producer["name"], entry[1])] + (
-        ["%s_output" % producer["name"]] if entry[1] == 0 else [])
-    return next((shapes[name] for name in names if name in shapes), None)
+    return shapes.get((entry[0], entry[1]))
 
 
 def readers(graph):
@@ -87,6 +101,42 @@ DATA_DEPENDENT_SHAPE_OPS = ("_contrib_boolean_mask", "_npi_boolean_mask", "_npi_
 # when its inputs' shapes are partly unknown). A graph holding one runs with its
 # shapes inferred as it goes (MXNet's dynamic-shape CachedOp), never static_shape.
 UNINFERABLE_OPS = ("_cond", "_while_loop") + DATA_DEPENDENT_SHAPE_OPS
+
+
+# Operators whose outputs are decisions taken on their inputs' values: comparisons,
+# rounding, orderings and selections (argmax, sort, top-k, non-maximum suppression),
+# casts to integers, masks, and the control-flow nodes, whose predicates may read
+# any of their inputs. A value differing in its last bit can change their results
+# entirely (detections of equal score kept in another order).
+_DECIDING_OPS = {"argmax", "argmin", "argmax_channel", "topk", "sort", "argsort", "round",
+                 "rint", "floor", "ceil", "trunc", "fix", "sign", "where", "one_hot",
+                 "_contrib_box_nms", "_contrib_box_non_maximum_suppression",
+                 "_contrib_bipartite_matching", "_contrib_MultiBoxDetection"} | \
+    set(DATA_DEPENDENT_SHAPE_OPS) | {"_cond", "_foreach", "_while_loop"}
+_DECIDING_WORDS = ("greater", "lesser", "equal", "logical", "argmax", "argmin", "argsort")
+_INTEGER_TYPES = ("int8", "uint8", "int32", "int64", "bool")
+
+
+def decides(node):
+    """Whether a JSON node's output is a decision on its inputs' values (_DECIDING_OPS)."""
+    op = node["op"]
+    if op in ("Cast", "cast", "amp_cast", "_npi_cast") or op.endswith("astype"):
+        return node.get("attrs", {}).get("dtype") in _INTEGER_TYPES
+    name = op[len("_npi_"):] if op.startswith(("_npi_", "_npx_")) else op
+    return op in _DECIDING_OPS or name in _DECIDING_OPS or any(
+        word in name for word in _DECIDING_WORDS)
+
+
+def deciding_inputs(graph):
+    """Indices of the nodes of a JSON graph whose outputs reach, through any path, an
+    operator that decides on their values (`decides`)."""
+    found, pending = set(), [index for index, node in enumerate(graph["nodes"]) if decides(node)]
+    while pending:
+        for entry in graph["nodes"][pending.pop()]["inputs"]:
+            if entry[0] not in found:
+                found.add(entry[0])
+                pending.append(entry[0])
+    return found
 
 
 def holds_ops(graph, ops, nested=True):

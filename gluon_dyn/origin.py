@@ -7,8 +7,11 @@ import malt
 import mxnet
 
 # Frames in these packages are library frames; the first other frame is the user's.
+# tvm_bridge is installed beside gluon_dyn (and not imported here: TVM loads slowly).
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
-                      for path in (mxnet.__file__, malt.__file__, __file__))
+                      for path in (mxnet.__file__, malt.__file__, __file__)) + (
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tvm_bridge")
+    + os.sep,)
 
 # Generated file name -> {generated line: "original file:line"}.
 _origins = {}

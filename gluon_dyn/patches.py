@@ -8,6 +8,10 @@ MXNet Gluon:
   with dynamic=True exports its general graph, taking `max_iterations`; other
   HybridBlocks keep MXNet's export without gluon_dyn's training-only nodes, so
   exported models need neither gluon_dyn nor its C++ library (export/).
+- a block hybridized with dynamic=True, and its descendants: Gluon's name scope
+  (`block._scope`) refers to the block weakly, so that the block and its graphs are
+  freed when the last reference goes, not when the cyclic collector runs
+  (hybridize/weak_binding.py).
 - `Block.__setattr__`, `__delattr__`, `register_child` (and HybridBlock's): count
   changes to blocks, so that the Python state a call is keyed on is walked again
   only after one (hybridize/python_state.py).
@@ -25,6 +29,13 @@ MXNet Gluon:
 - `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
   `__bool__`: while tracing, a host read names itself and its line and the forward
   runs as Python; outside a trace they do what they did (tracing.HOST_READS).
+- `Symbol.simple_bind`, and so the Module API: a graph holding `_cond` or
+  `_while_loop`, whose shapes MXNet learns only as it runs and whose simple_bind
+  it refuses, gets its arguments allocated from their inferred shapes and is bound
+  with `Symbol.bind`, which runs it; `Symbol.infer_shape`, `infer_shape_partial`:
+  a graph holding gluon_dyn's training-only identities is inferred without them,
+  which MXNet's inference of extension operators cannot be trusted with
+  (ops/symbol_api.py).
 
 malt (diastatic-malt, AutoGraph's standalone fork):
 - its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
@@ -52,6 +63,7 @@ from malt.impl import api
 from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer, threads
+from .ops import symbol_api
 from .hybridize import (backward_timing, dynamic, operators, python_state, stale_gradients,
                         tracing, transpiler)
 
@@ -79,6 +91,9 @@ def apply():
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach
+    _wrap(mx.sym.Symbol, "simple_bind", symbol_api.with_dynamic_shapes)
+    for name in ("infer_shape", "infer_shape_partial"):
+        _wrap(mx.sym.Symbol, name, symbol_api.without_training_ops)
     _wrap(gluon.Parameter, "data", backward_timing.data_in_timed_calls)
     _wrap(mx.autograd, "backward", stale_gradients.wrapping_backward)
     _wrap(mx.nd.NDArray, "backward", stale_gradients.wrapping_backward)

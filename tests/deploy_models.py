@@ -12,6 +12,7 @@ import numpy as np
 from mxnet import gluon
 
 import tvm_helpers  # noqa: F401  (TVM's thread settings)
+from gluon_dyn.export import checksums
 from gluon_dyn.ops import cond, foreach, while_loop
 from tvm_bridge import compile_block
 
@@ -152,8 +153,8 @@ def export_plan(block, example, directory, name, cache_dir, **options):
 
 def copy_model(prefix, directory, name):
     """A copy of the files exported under `prefix` as `directory/name` (a plan's file names
-    follow); returns (new prefix, {suffix such as "-plan.json": path}). Tests damage copies:
-    a library loaded by the process must not change under it."""
+    and the checksums record follow); returns (new prefix, {suffix such as "-plan.json":
+    path}). Tests damage copies: a library loaded by the process must not change under it."""
     new_prefix, base, files = str(directory / name), os.path.basename(prefix), {}
     for path in os.listdir(os.path.dirname(prefix)):
         if path.startswith(base + "-"):
@@ -165,6 +166,7 @@ def copy_model(prefix, directory, name):
             text = f.read().replace('"%s-' % base, '"%s-' % name)
         with open(files["-plan.json"], "w") as f:
             f.write(text)
+        checksums.write(new_prefix, plan=True)   # the plan changed with the names it holds
     return new_prefix, files
 
 

@@ -1,11 +1,18 @@
 """`make fuzz FUZZ_MINUTES=N`: generated programs, imperative vs dynamic, for N minutes.
 
+The seed is random unless FUZZ_SEED gives it; it is printed first, so that a run
+can be repeated (FUZZ_SEED=S: the same programs in the same order) even when it
+does not finish. A quarter of the programs are of the graph-break family
+(programs.generate(breaks=True): host reads and data-dependent masks in the
+middle of graph code).
+
 Ends with one line: "fuzz: seed S, N programs checked in X minutes, P% of programs
 and M% of calls after profiling on graphs, K disagreed" (P: programs whose last
 call ran on a graph; M: of all calls after the profiled ones, those a graph
 served; every program counts, those that must fall back included). Every
 disagreement (an internal error stopping a trace included) is shrunk to a minimal
-program and written, as Python source with the failing calls, to fuzz-failures/.
+program (for at most SHRINK_SECONDS past the run's end) and written, as Python
+source headed by the problem and the calls, to fuzz-failures/.
 Exits non-zero if any program disagreed.
 """
 import os
@@ -17,30 +24,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fuzzing import differential, programs  # noqa: E402
 
+BREAKS_SHARE = 0.25
+# Shrinking a disagreement may run past the run's end by this much, no more: one
+# broken change can make every program disagree.
+SHRINK_SECONDS = 60
+
 
 def main():
     minutes = float(os.environ.get("FUZZ_MINUTES", "1"))
     seed = int(os.environ.get("FUZZ_SEED", random.randrange(10 ** 9)))
     out_dir = os.environ.get("FUZZ_OUT", "fuzz-failures")
     rng = random.Random(seed)
+    print("fuzz: seed %d (FUZZ_SEED=%d repeats this run), %s minutes"
+          % (seed, seed, minutes), flush=True)
     start = time.time()
+    end = start + 60 * minutes
     coverage = differential.Coverage()
-    while time.time() < start + 60 * minutes:
+    while time.time() < end:
         program_seed, call_seed = differential.random_case(rng)
-        program = programs.generate(program_seed)
+        breaks = rng.random() < BREAKS_SHARE
+        program = programs.generate(program_seed, breaks)
         outcome = differential.check(program, call_seed)
         coverage.add(outcome)
         if outcome.problem:
-            smallest = differential.shrink(program, call_seed)
+            smallest = differential.shrink(program, call_seed,
+                                           until=max(end, time.time() + SHRINK_SECONDS))
             os.makedirs(out_dir, exist_ok=True)
-            path = os.path.join(out_dir, "program_%d_%d.py" % (program_seed, call_seed))
+            path = os.path.join(out_dir, "program_%d_%d%s.py" % (program_seed, call_seed,
+                                                                "_breaks" if breaks else ""))
             with open(path, "w") as f:
-                header = "%s\ncalls: %s" % (differential.disagreement(smallest, call_seed),
-                                            differential.calls_for(call_seed))
-                f.write("".join("# %s\n" % line for line in header.splitlines()))
-                f.write(programs.render(smallest))
-            print("DISAGREEMENT (program seed %d, call seed %d): %s -> %s"
-                  % (program_seed, call_seed, outcome.problem, path), flush=True)
+                f.write(differential.failure_file(differential.disagreement(smallest, call_seed),
+                                                  programs.render(smallest),
+                                                  differential.calls_for(call_seed)))
+            print("DISAGREEMENT (program seed %d%s, call seed %d): %s -> %s"
+                  % (program_seed, " with breaks" if breaks else "", call_seed,
+                     outcome.problem, path), flush=True)
     print("fuzz: seed %d, %d programs checked in %.1f minutes, %s"
           % (seed, coverage.programs, (time.time() - start) / 60, coverage.summary()))
     return 1 if coverage.disagreed else 0

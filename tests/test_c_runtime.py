@@ -19,6 +19,7 @@ import pytest
 from mxnet import gluon
 
 from gluon_dyn import native
+from gluon_dyn.export import checksums
 
 from deploy_models import (FEATURES, MAX_STEPS, Looper, Mlp, Refiner, assert_same, copy_model,
                            export_plan, export_tagger, initialized, python_outputs, refiner_calls,
@@ -266,6 +267,15 @@ def rewrite_json(path, edit):
     json.dump(graph, open(path, "w"))
 
 
+def recorded(change):
+    """`change` made as an exporter would: the files' checksums recorded again (the files
+    are whole, but not a model the runtime can run)."""
+    def changed(files):
+        change(files)
+        checksums.write(files["-symbol.json"][:-len("-symbol.json")], plan="-plan.json" in files)
+    return changed
+
+
 def rename_op(graph):
     for node in graph["nodes"]:
         for sub in node.get("subgraphs", ()):
@@ -274,17 +284,24 @@ def rename_op(graph):
             node["op"] = "FullyConnectedTypo"
 
 
+# What the runtime says of a file whose size or CRC-32 is not the one export recorded.
+DAMAGED = "the file is truncated or damaged, or changed after export"
 BAD_MODEL_FILES = {
     "missing symbol": (lambda f: os.remove(f["-symbol.json"]), "-symbol.json: cannot be opened"),
     "missing params": (lambda f: os.remove(f["-0000.params"]), "-0000.params: cannot be opened"),
-    "truncated symbol": (lambda f: truncate(f["-symbol.json"]), "-symbol.json: "),
-    "symbol not JSON": (lambda f: open(f["-symbol.json"], "w").write("not a graph"),
+    "missing checksums": (lambda f: os.remove(f["-checksums.json"]),
+                          "-checksums.json: cannot be opened"),
+    "truncated symbol": (lambda f: truncate(f["-symbol.json"]), ("-symbol.json: ", DAMAGED)),
+    "truncated params": (lambda f: truncate(f["-0000.params"]), ("-0000.params: ", DAMAGED)),
+    "damaged params": (lambda f: open(f["-0000.params"], "r+b").write(b"\xff" * 8),
+                       ("-0000.params: ", DAMAGED)),
+    # Whole files, recorded as such, that are not a model: MXNet's own message, the file named.
+    "symbol not JSON": (recorded(lambda f: open(f["-symbol.json"], "w").write("not a graph")),
                         "-symbol.json: MXNetError: Check failed: ch == '{'"),
-    "unknown operator": (lambda f: rewrite_json(f["-symbol.json"], rename_op),
+    "unknown operator": (recorded(lambda f: rewrite_json(f["-symbol.json"], rename_op)),
                          "Operator FullyConnectedTypo is not registered"),
-    "truncated params": (lambda f: truncate(f["-0000.params"]), "-0000.params: "),
-    "corrupt params header": (lambda f: open(f["-0000.params"], "r+b").write(b"\xff" * 8),
-                              "-0000.params: MXNetError: Check failed: header"),
+    "corrupt params header": (recorded(lambda f: open(f["-0000.params"], "r+b").write(
+        b"\xff" * 8)), "-0000.params: MXNetError: Check failed: header"),
 }
 
 
@@ -295,13 +312,14 @@ def test_bad_model_files_fail_to_load_naming_the_file(runner, tagger, tmp_path, 
 
 def assert_load_fails(runner, prefix, tmp_path, change, message):
     """The model at `prefix`, its files changed by `change`, fails to load from C
-    with an error naming the files and saying `message`."""
+    with an error naming the files and saying `message` (each part of it, if a tuple)."""
     prefix = corrupt(prefix, tmp_path, "bad", change)
     done = subprocess.run([runner, prefix, "/dev/null", "/dev/null"], capture_output=True,
                           text=True, timeout=120, env=clean_environment())
     assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
     assert done.stdout.startswith("load failed: gd_model_load: " + prefix), done.stdout
-    assert message in done.stdout, done.stdout
+    for part in message if isinstance(message, tuple) else (message,):
+        assert part in done.stdout, done.stdout
 
 
 def test_parameters_that_do_not_fit_the_graph_fail_to_load(runner, tagger, tmp_path):
@@ -321,7 +339,7 @@ def test_parameters_that_do_not_fit_the_graph_fail_to_load(runner, tagger, tmp_p
     }
     for name, (change, message) in cases.items():
         new = corrupt(prefix, tmp_path, name,
-                      lambda f, change=change: edit(f["-0000.params"], change))
+                      recorded(lambda f, change=change: edit(f["-0000.params"], change)))
         done = subprocess.run([runner, new, "/dev/null", "/dev/null"], capture_output=True,
                               text=True, timeout=120, env=clean_environment())
         assert done.returncode == 2 and message in done.stdout, (name, done.stdout)
@@ -333,22 +351,27 @@ def bump_version(files, version):
 
 
 BAD_PLAN_FILES = {
-    "newer version": (lambda f: bump_version(f, 3),
+    "newer version": (recorded(lambda f: bump_version(f, 3)),
                       "-plan.json: plan version 3 is newer than the version this runtime reads (2)"),
-    "no version": (lambda f: rewrite_json(f["-plan.json"], lambda plan: plan.pop("version")),
+    "no version": (recorded(lambda f: rewrite_json(f["-plan.json"],
+                                                   lambda plan: plan.pop("version"))),
                    "-plan.json: a plan without a version number"),
-    "not a plan": (lambda f: rewrite_json(f["-plan.json"], lambda plan: plan.update(kind="x")),
+    "not a plan": (recorded(lambda f: rewrite_json(f["-plan.json"],
+                                                   lambda plan: plan.update(kind="x"))),
                    "-plan.json: not a tvm_bridge plan"),
-    "truncated plan": (lambda f: truncate(f["-plan.json"]), "-plan.json: not valid JSON"),
+    "truncated plan": (lambda f: truncate(f["-plan.json"]), ("-plan.json: ", DAMAGED)),
     "missing segment library": (lambda f: os.remove(f["-segment0-tvm.so"]),
                                 "-segment0-tvm.so: cannot be opened"),
     "truncated segment library": (lambda f: truncate(f["-segment0-tvm.so"], 0.3),
-                                  "-segment0-tvm.so: not the library the plan was exported with"),
+                                  ("-segment0-tvm.so: ", DAMAGED)),
     "damaged segment library": (lambda f: open(f["-segment0-tvm.so"], "r+b").write(b"\0" * 64),
-                                "-segment0-tvm.so: not the library the plan was exported with"),
+                                ("-segment0-tvm.so: ", DAMAGED)),
+    # A library whose record was made again (not by export): the plan's own checksum refuses it.
+    "replaced segment library": (recorded(lambda f: truncate(f["-segment0-tvm.so"], 0.3)),
+                                 "-segment0-tvm.so: not the library the plan was exported with"),
     "step reading an unknown value": (
-        lambda f: rewrite_json(f["-plan.json"],
-                               lambda plan: plan["steps"][0]["inputs"].__setitem__(0, "nowhere")),
+        recorded(lambda f: rewrite_json(
+            f["-plan.json"], lambda plan: plan["steps"][0]["inputs"].__setitem__(0, "nowhere"))),
         "-plan.json: steps[0].inputs[0]: nowhere is neither a data input"),
 }
 
@@ -363,13 +386,7 @@ def mlp_plan(tmp_path_factory):
 
 @pytest.mark.parametrize("case", sorted(BAD_PLAN_FILES))
 def test_bad_plan_files_fail_to_load_naming_the_file(runner, mlp_plan, tmp_path, case):
-    change, message = BAD_PLAN_FILES[case]
-    prefix = corrupt(mlp_plan, tmp_path, "bad", change)
-    done = subprocess.run([runner, prefix, "/dev/null", "/dev/null"], capture_output=True,
-                          text=True, timeout=120, env=clean_environment())
-    assert done.returncode == 2, (done.stdout, done.stderr[-2000:])
-    assert done.stdout.startswith("load failed: gd_model_load: " + prefix), done.stdout
-    assert message in done.stdout, done.stdout
+    assert_load_fails(runner, mlp_plan, tmp_path, *BAD_PLAN_FILES[case])
 
 
 @pytest.fixture(scope="module")
@@ -426,7 +443,8 @@ BAD_EXTERNAL_FUNCTIONS = {
 
 @pytest.mark.parametrize("case", sorted(BAD_EXTERNAL_FUNCTIONS))
 def test_bad_external_functions_fail_to_load_naming_them(runner, blas_plan, tmp_path, case):
-    assert_load_fails(runner, blas_plan[1], tmp_path, *BAD_EXTERNAL_FUNCTIONS[case])
+    change, message = BAD_EXTERNAL_FUNCTIONS[case]   # whole signatures, recorded as such
+    assert_load_fails(runner, blas_plan[1], tmp_path, recorded(change), message)
 
 
 def test_api_misuse_fails_with_messages(tmp_path):
@@ -442,8 +460,8 @@ def test_api_misuse_fails_with_messages(tmp_path):
     lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     expected = {
         "load NULL": "NULL | gd_model_load: the prefix is NULL",
-        "load missing": "NULL | gd_model_load: %s-symbol.json: cannot be opened" % (tmp_path /
-                                                                                     "missing"),
+        "load missing": "NULL | gd_model_load: %s-checksums.json: cannot be opened" % (
+            tmp_path / "missing"),
         "load good after a failed load": "set | ",
         "num_inputs NULL": "-1 | gd_model_num_inputs: the model is NULL",
         "input_name 1": "NULL | gd_model_input_name: input 1 does not exist (the model has 1)",

@@ -252,3 +252,39 @@ def test_other_changes_to_a_kept_list_run_as_python():
     assert len(dynamic.seen) == len(imperative.seen) == 5
     assert "`list.insert`" in gluon_dyn.hybridize.report(dynamic)["fallback"] or \
         "other than by appending" in gluon_dyn.hybridize.report(dynamic)["fallback"]
+
+
+class ReadsWhatItWrote(gluon.Block):
+    """Writes a number, a log and a dict on itself, then reads them back in the same
+    forward: the number in arithmetic, the log's length, the dict's entry."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=5)
+        self.count = 0
+        self.history = []
+        self.last = {}
+
+    def forward(self, x):
+        self.count += 1
+        h = self.dense(x)
+        self.history.append(h.sum())
+        self.last["h"] = h
+        return h * self.count + self.last["h"]
+
+
+def test_state_the_forward_writes_then_reads():
+    imperative, dynamic = twins(ReadsWhatItWrote, check_speed=False)
+    for call in range(7):
+        x = mx.nd.random.normal(shape=(2, 5))
+        got, expected = dynamic(x), imperative(x)
+        np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-5, atol=1e-5)
+        assert dynamic.count == imperative.count == call + 1
+        assert len(dynamic.history) == len(imperative.history) == call + 1
+        np.testing.assert_allclose(dynamic.history[-1].asnumpy(),
+                                   imperative.history[-1].asnumpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(dynamic.last["h"].asnumpy(), imperative.last["h"].asnumpy(),
+                                   rtol=1e-5, atol=1e-5)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert not report["internal_errors"] and report["calls"]["graph"] == 4

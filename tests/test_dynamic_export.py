@@ -110,40 +110,55 @@ LOADER = r'''
 import json, sys
 import numpy as np
 import mxnet as mx   # no gluon_dyn here: MXNet alone must load and run the files
-prefix, how = sys.argv[1], sys.argv[2]
-cases = json.load(open(prefix + "-cases.json"))
-names = cases["names"]
-if how == "imports":
-    block = mx.gluon.SymbolBlock.imports(prefix + "-symbol.json", names, prefix + "-0000.params")
-    run = lambda feed: block(*[feed[n] for n in names])
-else:
-    symbol = mx.sym.load(prefix + "-symbol.json")
-    params = mx.nd.load(prefix + "-0000.params")
-    args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
-    aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
-    def run(feed):
-        return symbol.bind(mx.cpu(), dict(args, **feed), aux_states=aux).forward()
-results = []
-for case in cases["cases"]:
-    outs = run({n: mx.nd.array(np.array(v, dtype="float32")) for n, v in case.items()})
-    outs = outs if isinstance(outs, (list, tuple)) else [outs]
-    results.append([o.asnumpy().tolist() for o in outs])
-json.dump(results, open(prefix + "-results.json", "w"))
+how, prefixes = sys.argv[1], sys.argv[2:]
+for prefix in prefixes:
+    cases = json.load(open(prefix + "-cases.json"))
+    names = cases["names"]
+    if how == "imports":
+        block = mx.gluon.SymbolBlock.imports(prefix + "-symbol.json", names,
+                                             prefix + "-0000.params")
+        run = lambda feed: block(*[feed[n] for n in names])
+    else:
+        symbol = mx.sym.load(prefix + "-symbol.json")
+        params = mx.nd.load(prefix + "-0000.params")
+        args = {k[4:]: v for k, v in params.items() if k.startswith("arg:")}
+        aux = {k[4:]: v for k, v in params.items() if k.startswith("aux:")}
+        def run(feed):
+            return symbol.bind(mx.cpu(), dict(args, **feed), aux_states=aux).forward()
+    results = []
+    for case in cases["cases"]:
+        outs = run({n: mx.nd.array(np.array(v, dtype="float32")) for n, v in case.items()})
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        results.append([o.asnumpy().tolist() for o in outs])
+    json.dump(results, open(prefix + "-results.json", "w"))
 '''
 
 
 def run_exported(prefix, names, cases, how):
     """Outputs of the exported files on `cases` ({input name: array}), in a fresh
     process that imports only MXNet."""
-    with open(prefix + "-cases.json", "w") as f:
-        json.dump({"names": names, "cases": [{n: v.asnumpy().tolist() for n, v in case.items()}
-                                             for case in cases]}, f)
+    return run_all_exported([(prefix, names, cases)], how)[0]
+
+
+def run_all_exported(models, how):
+    """run_exported of each (prefix, names, cases) of `models`, in one fresh process that
+    imports only MXNet; `how`: through SymbolBlock.imports ("imports") or Symbol.bind, MXNet's
+    static executor ("bind")."""
+    for prefix, names, cases in models:
+        with open(prefix + "-cases.json", "w") as f:
+            json.dump({"names": names,
+                       "cases": [{n: v.asnumpy().tolist() for n, v in case.items()}
+                                 for case in cases]}, f)
     env = {"PATH": os.environ.get("PATH", ""), "MXNET_SUBGRAPH_VERBOSE": "0"}
-    done = subprocess.run([sys.executable, "-c", LOADER, prefix, how], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", LOADER, how] + [m[0] for m in models], env=env,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    with open(prefix + "-results.json") as f:
-        return [[np.array(o, dtype="float32") for o in outs] for outs in json.load(f)]
+    results = []
+    for prefix, _, _ in models:
+        with open(prefix + "-results.json") as f:
+            results.append([[np.array(o, dtype="float32") for o in outs]
+                            for outs in json.load(f)])
+    return results
 
 
 @pytest.mark.parametrize("how", ["imports", "bind"])
@@ -255,3 +270,22 @@ def test_export_needs_a_call_and_a_dynamic_block(tmp_path):
         block.export(prefix, max_iterations=0)
     with pytest.raises(TypeError):
         block.export(prefix, 0, True, 8)   # max_iterations is keyword-only
+
+
+def test_a_loop_longer_than_max_iterations_fails_the_exported_run(tmp_path):
+    """Rows cut at the bound would be wrong numbers: the exported graph fails instead (a
+    node named after the loop, take in "raise" mode), and runs loops within the bound
+    as imperative MXNet does."""
+    rng = np.random.RandomState(3)
+    block = trained(Collector, [(nd(rng.rand(2, 4)), nd([2]))] * 5)
+    prefix = str(tmp_path / "collector")
+    names = block.export(prefix, max_iterations=4)
+    line = Collector.forward.__code__.co_firstlineno + 3
+    assert "test_dynamic_export.py_line%d_ran_past_max_iterations_4" % line in \
+        open(prefix + "-symbol.json").read()
+    x = nd(rng.rand(3, 4))
+    with pytest.raises(AssertionError, match="take operator contains indices out of bound"):
+        run_exported(prefix, names, [{"data0": x, "data1": nd([5])}], "imports")
+    (got,), = run_exported(prefix, names, [{"data0": x, "data1": nd([4])}], "imports")
+    np.testing.assert_allclose(got, imperative_twin(block, tmp_path)(x, nd([4])).asnumpy(),
+                               rtol=1e-5, atol=1e-6)

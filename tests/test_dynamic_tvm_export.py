@@ -94,4 +94,5 @@ def test_export_without_tvm_writes_no_plan(exported, tmp_path):
     block.export(str(tmp_path / "plain"))
     assert not (tmp_path / "plain-plan.json").exists()
     assert (tmp_path / "plain-symbol.json").exists()
-    assert isinstance(gluon_dyn.hybridize.report(block)["calls"]["total"], int)
+    # export traces the general graph without counting a call
+    assert gluon_dyn.hybridize.report(block)["calls"]["total"] == 2

@@ -1,6 +1,7 @@
 """The program generator behind `make fuzz` (tests/fuzzing/): programs are valid Python,
 reproducible from a seed, and shrink to smaller valid programs; generated programs agree
 with imperative execution, and graphs serve at least a floor of their calls."""
+import os
 import random
 
 import pytest
@@ -77,7 +78,38 @@ REGRESSIONS = {
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression(name):
     program, call_seed = REGRESSIONS[name]
-    outcome = differential.check(program, call_seed)
+    assert_agrees_on_graphs(differential.check(program, call_seed))
+
+
+# Program files as `make fuzz` wrote them (fuzz-failures/, copied here), each
+# headed by the problem it had and its calls, run on those calls. The first three
+# (issue 25): a weight's products read after a `_cond` or `_while_loop` (shapes
+# unknown) were stacked as if their shapes were known, the products of one layer
+# (one node name) sharing one shape looked up by name ("Incompatible attr in node
+# ..._with_step_gradient": stacked_weight_gradients.py, graph_json.output_shapes).
+FUZZER_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing", "regressions")
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(FUZZER_FILES)))
+def test_program_the_fuzzer_wrote(name):
+    assert_agrees_on_graphs(differential.check_file(os.path.join(FUZZER_FILES, name)))
+
+
+def test_a_program_file_is_checked_on_the_calls_it_names(tmp_path):
+    program, call_seed = REGRESSIONS["tensor break in a Python range loop"]
+    calls = differential.calls_for(call_seed)
+    path = tmp_path / "program.py"
+    path.write_text(differential.failure_file("a problem\non two lines",
+                                              programs.render(program), calls))
+    expected = differential.check(program, call_seed)
+    got = differential.check_file(str(path))
+    assert got.problem is None and got.report["calls"] == expected.report["calls"]
+    assert got.report["calls"]["total"] == len(calls)
+
+
+def assert_agrees_on_graphs(outcome):
+    """No disagreement (an internal error stopping a trace is one), no fallback to
+    Python, and the last call ran on a graph."""
     assert outcome.problem is None
     assert outcome.report["fallback"] is None and outcome.ended_on_graph, outcome.report
 
@@ -151,9 +183,10 @@ def test_generated_programs_agree_with_hybridize_defaults_over_many_calls(monkey
 # The graph-break family: Blocks with host reads (`.asscalar()` for a metric or a
 # Python `if`) in the middle of graph code, half of them also keeping the rows a
 # data-dependent mask selects (boolean_mask); the forward runs as graph segments
-# around the reads. Measured on 40 such programs (seed 99): 90% of programs, 89%
-# of calls after profiling on graphs.
-BREAKS_SEED, BREAKS_PROGRAMS, BREAKS_FLOOR = 99, 16, 0.80
+# around the reads. A call counts as on graphs when every segment that ran was a
+# graph's and one ran (served.py): 73% of calls after profiling on the 16 programs
+# of seed 99, where a part returning in a break before any segment ran is Python.
+BREAKS_SEED, BREAKS_PROGRAMS, BREAKS_FLOOR = 99, 16, 0.70
 
 
 def test_programs_with_host_reads_agree_and_run_on_graph_segments(capsys):

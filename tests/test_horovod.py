@@ -60,6 +60,15 @@ def report_of(result):
     return json.loads(str(result["report"]))
 
 
+def assert_graphs_served(results, calls):
+    """On each worker, `calls` calls: 3 profiled, graphs served every other one."""
+    for result in results:
+        report = report_of(result)
+        assert report["fallback"] is None, report
+        assert (report["calls"]["total"], report["calls"]["graph"]) == (calls, calls - 3), \
+            report["calls"]
+
+
 @pytest.mark.parametrize("model", ["sequence", "tree"])
 def test_two_workers_equal_one_process_on_whole_batches(worker_results, model):
     results = worker_results[model + "_dynamic"]
@@ -73,9 +82,7 @@ def test_two_workers_equal_one_process_on_whole_batches(worker_results, model):
         # Each worker's loss is that of its half; together they are the batch's.
         np.testing.assert_allclose(results[0]["losses"] + results[1]["losses"], losses,
                                    rtol=1e-5, atol=1e-5)
-    for result in results:   # the workers ran graphs, not the Python fallback
-        report = report_of(result)
-        assert report["fallback"] is None and report["cached_graphs"] > 0, report
+    assert_graphs_served(results, 8)
 
 
 def test_parameters_were_broadcast_after_deferred_initialisation(worker_results):
@@ -95,12 +102,14 @@ def test_halves_on_different_branches_imperative(worker_results):
 def test_halves_on_different_branches_dynamic_when_each_branch_has_a_user(worker_results):
     results = worker_results["branches_dynamic_mixed"]
     assert_matches_halves_in_one_process(results, "mixed")
+    assert_graphs_served(results, 8)
     statements = report_of(results[0])["statements"]
     assert any(fate.startswith("if: cond") for fate in statements.values()), statements
 
 
 def test_halves_on_different_branches_dynamic_with_stale_parameters(worker_results):
     assert_matches_halves_in_one_process(worker_results["branches_dynamic"], "with_stale")
+    assert_graphs_served(worker_results["branches_dynamic"], 8)
 
 
 def test_stale_parameter_raises_on_every_worker_imperative(worker_results):
@@ -114,6 +123,8 @@ def test_stale_parameter_raises_on_every_worker_dynamic(worker_results):
     _, _, expected = horovod_worker.run_branches_in_one_process("with_stale", False)
     for result in worker_results["branches_dynamic_strict"]:
         assert str(result["error"]) == expected
+    # The 4th step raised: its call, the first after 3 profiled, ran on a graph.
+    assert_graphs_served(worker_results["branches_dynamic_strict"], 4)
 
 
 def test_horovod_library_calls_no_mxnet_function_taking_std_string():

@@ -107,7 +107,7 @@ def test_a_counter_on_self_runs_on_the_graph_and_is_written_back():
     assert not [w for w in caught if "gluon_dyn" in str(w.message)]
     report = gluon_dyn.hybridize.report(block)
     assert report["fallback"] is None and report["deferred_state"]["numbers"] == ["calls"]
-    assert report["calls"]["by_kind"]["graph"] >= 2
+    assert report["calls"]["by_kind"]["graph"] == 3   # nothing profiled (speculate=False)
 
 
 class LogsThenPrints(gluon.HybridBlock):
@@ -151,7 +151,7 @@ def test_graph_values_stored_into_kept_containers_are_written_after_the_graph_ru
         np.testing.assert_allclose(block.memory["last"].asnumpy(), [value * 2])
     report = gluon_dyn.hybridize.report(block)
     assert report["fallback"] is None and report["deferred_state"]["containers"] == ["memory"]
-    assert report["calls"]["by_kind"]["graph"] >= 2
+    assert report["calls"]["by_kind"]["graph"] == 3   # nothing profiled (speculate=False)
 
 
 def test_hybrid_block_speculation_inlines_a_one_way_branch_and_relaxes_on_failure():

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
-from gluon_dyn import native
+import gluon_dyn
+from gluon_dyn import graph_json, native
 from gluon_dyn.hybridize import custom_gradient, equivalent_ops, stacked_weight_gradients
 from gluon_dyn.hybridize.dynamic import report, runner_of
 from test_planned_backward import train_alike, twin_blocks
@@ -212,6 +213,123 @@ def test_a_weight_computed_in_the_graph_is_left_as_it_is():
     assert stacked_weight_gradients.stacked(h, {"x": (1, 4), "w": (4, 4)}) is None
 
 
+def stacked_alike(symbol, shapes):
+    """The StackedGradients of `symbol` (`shapes`: every input's), after checking that
+    it gives the outputs and every input's gradient `symbol` gives, recorded."""
+    made = stacked_weight_gradients.stacked(symbol, shapes)
+    assert made is not None
+    made.run_with(mx.nd.CachedOp(made.symbol))
+    results = []
+    for run_graph in (mx.nd.CachedOp(symbol), made):
+        inputs = [data(shapes[name], seed) for seed, name in enumerate(symbol.list_inputs())]
+        for array in inputs:
+            array.attach_grad()
+        with autograd.record():
+            outputs = run_graph(*inputs)
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            loss = sum((out * out * (k + 1)).sum() for k, out in enumerate(outputs))
+        loss.backward()
+        results.append([out.asnumpy() for out in outputs] + [a.grad.asnumpy() for a in inputs])
+    assert len(results[1]) == len(results[0])
+    for name, got, expected in zip(["output"] * (len(results[0]) - len(shapes)) +
+                                   symbol.list_inputs(), results[1], results[0]):
+        np.testing.assert_allclose(got, expected, err_msg=name, **TOLERANCE)
+    return made
+
+
+def steps(h, weight, count, **options):
+    """`count` products of `weight` (no bias), each reading the last one's tanh; all
+    of one name, as a Gluon layer's calls are."""
+    for _ in range(count):
+        h = mx.sym.tanh(mx.sym.FullyConnected(h, weight, no_bias=True, num_hidden=8,
+                                              name="layer_fwd", **options))
+    return h
+
+
+def test_products_after_a_branch_stack_only_where_their_shapes_are_known():
+    """MXNet infers no shape after a `_cond` (nor a `_while_loop`): an unknown shape
+    (partial inference gives ()) was taken for a known one, and products of one
+    layer, all of one node name, shared one shape by name; the rewritten graph then
+    failed ("expected [2,8], got []"). Only the three products before the branch
+    are steps, those after it keep their per-step gradients."""
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    h = steps(x, w, 3)
+    # gluon_dyn's cond: MXNet's own (mx.sym.contrib.cond) leaves garbage in the
+    # input gradients of this graph, rewritten or not
+    h = gluon_dyn.cond(mx.sym.sum(h) > 0, lambda: h * 2, lambda: h * 3)
+    made = stacked_alike(steps(h, w, 3), {"x": (2, 8), "w": (8, 8)})
+    assert [product.gradients_shape for product in made.products] == [(3, 2, 8)]
+
+
+def test_products_of_one_weight_in_two_forms_or_shapes_are_stacked_apart():
+    """Products of one weight with other attributes (flatten) or output shapes are
+    separate stacks: each gets inputs of its own (they had one name, and so one
+    input: gradients silently wrong)."""
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    symbol = mx.sym.Group([steps(x, w, 3), steps(x * 0.5, w, 3, flatten=False),
+                           steps(mx.sym.slice_axis(x, axis=0, begin=0, end=1), w, 2)])
+    made = stacked_alike(symbol, {"x": (2, 8), "w": (8, 8)})
+    assert sorted(product.gradients_shape for product in made.products) == [
+        (2, 1, 8), (3, 2, 8), (3, 2, 8)]
+    assert len({product.step_gradients for product in made.products}) == 3
+
+
+def test_products_of_two_weights_added_to_split_rows():
+    """Two recurrent weights, each product added to one step of rows split along
+    their first axis (two LSTM or RNN loops): both get their step gradients added
+    to the rows (the second's plan read the graph the first had changed: a crash)."""
+    shapes, outputs = {}, []
+    for name in ("a", "b"):
+        rows, weight, bias, h = (mx.sym.var(name + part) for part in ("_rows", "_w", "_b", "_h"))
+        shapes.update({name + "_rows": (4, 1, 8), name + "_w": (8, 8), name + "_b": (8,),
+                       name + "_h": (1, 8)})
+        split = mx.sym.SliceChannel(rows, num_outputs=4, axis=0, squeeze_axis=True)
+        for t in range(4):
+            h = mx.sym.tanh(mx.sym.FullyConnected(h, weight, bias, num_hidden=8) + split[t])
+        outputs.append(h)
+    made = stacked_alike(mx.sym.Group(outputs), shapes)
+    names = [node["name"] for node in json.loads(made.symbol.tojson())["nodes"]]
+    assert [product.weight for product in made.products] == ["a_w", "b_w"]
+    assert {"a_w_step_gradients_added", "b_w_step_gradients_added"} <= set(names)
+
+
+def test_a_product_of_a_product_reads_it_with_its_step_gradient():
+    """FC(FC(h)): the outer product reads the inner one as rewritten, so the inner
+    one is computed once, without a weight gradient of its own."""
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    h = x
+    for _ in range(2):
+        h = mx.sym.tanh(mx.sym.FullyConnected(
+            mx.sym.FullyConnected(h, w, no_bias=True, num_hidden=8), w, no_bias=True,
+            num_hidden=8))
+    graph = json.loads(stacked_alike(h, {"x": (2, 8), "w": (8, 8)}).symbol.tojson())
+    products = [graph["nodes"][index]["name"] for index in reachable(graph)
+                if graph["nodes"][index]["op"] == "FullyConnected"]
+    assert len(products) == 4 and all(name.endswith("_data_gradient_only") for name in products)
+
+
+class TwoForms(gluon.HybridBlock):
+    """One weight in products of two forms (flatten or not), as a user writes them."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.weight = self.params.get("weight", shape=(8, 8))
+
+    def hybrid_forward(self, F, x, weight):
+        h, g = x, x * 0.5
+        for _ in range(3):
+            h = F.tanh(F.FullyConnected(h, weight, no_bias=True, num_hidden=8)) + h * 0.5
+            g = F.tanh(F.FullyConnected(g, weight, no_bias=True, num_hidden=8,
+                                        flatten=False)) + g * 0.25
+        return h * g
+
+
+def test_a_block_with_one_weight_in_two_forms_of_products():
+    dynamic = agree(TwoForms, (2, 8))
+    assert stacked_weights(dynamic) == [dynamic.prefix + "weight"] * 2
+
+
 def test_equivalent_ops_compute_what_they_replace():
     """Forward and gradients; splits along the first axis (squeezed) and later ones."""
     x = mx.sym.var("x")
@@ -287,6 +405,44 @@ def test_stacks_of_every_part_of_a_split_or_of_the_first_rows_are_no_copies():
     rewritten = equivalent_ops.rewritten(symbol, {"x": np.float32}, {"x": (3, 2, 3)})
     assert reachable_ops(rewritten) == ["null", "_mul_scalar"]
     computes_alike(rewritten, symbol, mx.nd.random.normal(shape=(3, 2, 3)))
+
+
+def test_shapes_of_nodes_of_one_name_are_told_apart():
+    """A layer called on 3 rows and on 2 gives two nodes of one name: the stack of
+    the first one's first 2 rows is not that whole array (shapes were looked up by
+    name, and the 2-row node's shape was taken for the 3-row one's)."""
+    a, b, w = mx.sym.var("a"), mx.sym.var("b"), mx.sym.var("w")
+    three_rows = mx.sym.FullyConnected(a, w, no_bias=True, num_hidden=3, name="fc")
+    two_rows = mx.sym.FullyConnected(b, w, no_bias=True, num_hidden=3, name="fc")
+    rows = [mx.sym.reshape(mx.sym.slice_axis(three_rows, axis=0, begin=t, end=t + 1), (-3, -2))
+            for t in range(2)]
+    symbol = mx.sym.Group([mx.sym.stack(*rows) * 3, two_rows])
+    shapes = {"a": (3, 4), "b": (2, 4), "w": (3, 4)}
+    rewritten = equivalent_ops.rewritten(symbol, dict.fromkeys(shapes, np.float32), shapes)
+    assert reachable_ops(rewritten).count("slice_axis") == 1     # the first 2 rows, at once
+    assert_computes_alike(rewritten, symbol, shapes)
+
+
+def test_shapes_of_node_outputs_after_hidden_outputs():
+    """Dropout and BatchNorm have outputs the graph does not show (a mask, the batch
+    statistics): the shapes of later nodes' outputs are still their own."""
+    x, w = mx.sym.var("x"), mx.sym.var("w")
+    normed = mx.sym.BatchNorm(mx.sym.Dropout(x, p=0.5), name="bn")
+    symbol = mx.sym.Group([steps(normed, w, 2), mx.sym.sum(normed, axis=1)])
+    shapes = graph_json.output_shapes(symbol, {"x": (2, 8), "w": (8, 8)})
+    nodes = json.loads(symbol.tojson())["nodes"]
+    found = sorted((nodes[index]["op"], output, shape) for (index, output), shape in
+                   shapes.items() if nodes[index]["op"] != "null")
+    assert found == sorted([("Dropout", 0, (2, 8)), ("BatchNorm", 0, (2, 8)), ("sum", 0, (2,))] +
+                           [("FullyConnected", 0, (2, 8)), ("tanh", 0, (2, 8))] * 2)
+
+
+def assert_computes_alike(rewritten, symbol, shapes):
+    """Both graphs give outputs of the same shapes and values on random inputs."""
+    inputs = {name: data(shape, seed) for seed, (name, shape) in enumerate(shapes.items())}
+    for got, expected in zip(rewritten.eval(**inputs), symbol.eval(**inputs)):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_rnn_param_concats_become_gluon_dyn_concat():

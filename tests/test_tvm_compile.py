@@ -38,11 +38,21 @@ def test_a_module_without_main_is_refused():
         compiler.compile_module(relax.BlockBuilder().get(), use_cache=False)
 
 
-def test_median_time_interleaves_variants():
-    calls = []
-    medians = measure.median_time({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
-                                  warmup=1, repeats=3)
+def test_median_time_interleaves_variants(monkeypatch):
+    """Each call advances a fake clock by its own duration (a warm-up call's first):
+    the result is the median of the timed calls alone."""
+    clock, calls = [0.0], []
+    durations = {"a": iter([9.0, 1.0, 2.0, 30.0]), "b": iter([9.0, 40.0, 4.0, 5.0])}
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+
+    def variant(name):
+        def run():
+            calls.append(name)
+            clock[0] += next(durations[name])
+        return run
+
+    medians = measure.median_time({"a": variant("a"), "b": variant("b")}, warmup=1, repeats=3)
     assert calls == ["a", "b"] * 4
-    assert set(medians) == {"a", "b"} and all(t >= 0 for t in medians.values())
+    assert medians == {"a": 2.0, "b": 5.0}
     with pytest.raises(ValueError, match="repeats >= 1"):
         measure.median_time([lambda: None], repeats=0)

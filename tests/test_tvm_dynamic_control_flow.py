@@ -85,19 +85,28 @@ def run_against_imperative(blocks, calls):
 
 
 def loop_calls(trips):
-    # Two elements: TVM's schedules fail on a sum over a single element (schedule_rules'
-    # TiledTranspose meets a 0-d result), which then runs in MXNet, noted.
+    # The budget: two halves of the trip count (LoopAfterLstm sums them).
     rng = np.random.RandomState(0)
     return [(mx.nd.array(rng.randn(STEPS, 1, 4)), mx.nd.array([count / 2, count / 2]))
             for count in trips]
 
 
-def segments_around(plans, op):
-    """The segments of the first plan holding `op` (asserted to exist)."""
-    holding = [plan["segments"] for plan in plans
+def plan_holding(plans, op):
+    """The first plan with a segment holding `op` (asserted to exist)."""
+    holding = [plan for plan in plans
                if any(op in segment["op_names"] for segment in plan["segments"])]
     assert holding, "no plan has a segment with %s: %s" % (op, plans)
     return holding[0]
+
+
+def unspeculated_plan(report, op):
+    """The plan of a block hybridized with speculate=False (nothing profiled) over 6
+    calls of one shape: the first traces, runs in MXNet and builds it; it serves the
+    other 5, segment by segment."""
+    plan = plan_holding(report["tvm"]["plans"], op)
+    assert plan["calls"] == {"plan": 5, "whole graph": 0}
+    assert report["calls"]["graph"] == 6
+    return plan
 
 
 def assert_split_around(segments, op):
@@ -114,7 +123,7 @@ def assert_split_around(segments, op):
 def test_an_unspeculated_while_loop_runs_in_mxnet_between_tvm_segments(tmp_path):
     report = run_against_imperative(twins(LoopAfterLstm, tmp_path, speculate=False),
                                     loop_calls([0, 2, 5, 1, 0, 3]))
-    segments = segments_around(report["tvm"]["plans"], "_while_loop")
+    segments = unspeculated_plan(report, "_while_loop")["segments"]
     assert_split_around(segments, "_while_loop")
     before = segments[0]
     assert before["backend"] == "tvm" and before["op_names"]["FullyConnected"] == 2 * STEPS
@@ -129,7 +138,7 @@ def test_an_unspeculated_cond_whose_branches_convert_runs_inside_one_tvm_segment
     """Both branches on TVM (a relax.If): the plan is one segment, no MXNet between."""
     report = run_against_imperative(twins(BranchBetweenDense, tmp_path, speculate=False),
                                     branch_calls())
-    (segment,) = segments_around(report["tvm"]["plans"], "_cond")
+    (segment,) = unspeculated_plan(report, "_cond")["segments"]
     assert segment["backend"] == "tvm" and segment["reasons"] == []
     assert segment["op_names"]["_cond"] == 1 and segment["op_names"]["FullyConnected"] == 2
 
@@ -150,7 +159,7 @@ def test_a_cond_with_a_branch_that_does_not_convert_runs_in_mxnet_between_tvm_se
         tmp_path):
     report = run_against_imperative(twins(UnconvertibleBranch, tmp_path, speculate=False),
                                     branch_calls())
-    segments = segments_around(report["tvm"]["plans"], "_cond")
+    segments = unspeculated_plan(report, "_cond")["segments"]
     assert_split_around(segments, "_cond")
     assert segments[0]["backend"] == "tvm"
     (alone,) = [segment for segment in segments if "_cond" in segment["op_names"]]
@@ -164,14 +173,19 @@ def test_guards_fail_under_the_plan_and_the_relaxed_loop_gets_one(tmp_path):
     calls = loop_calls([2] * 6 + [4, 0, 2, 3])
     report = run_against_imperative(blocks, calls[:6])
     (speculated,) = report["tvm"]["plans"]
-    # The guards are ordinary comparisons, compiled with the rest: one TVM segment.
+    # The guards are ordinary comparisons, compiled with the rest: one TVM segment,
+    # built after the 4th call (the first after 3 profiled), serving the next 2.
     assert [segment["backend"] for segment in speculated["segments"]] == ["tvm"]
-    assert any(segment["backend"] == "tvm" for segment in speculated["segments"])
+    assert speculated["calls"] == {"plan": 2, "whole graph": 0}
     # A trip count of 4 fails a guard under the plan; the loop is then kept as a
     # _while_loop, whose graph gets a plan of its own.
     report = run_against_imperative(blocks, calls[6:])
     assert report["guard_failures"] and report["not_speculated"]
-    assert_split_around(segments_around(report["tvm"]["plans"], "_while_loop"), "_while_loop")
+    (loop_plan,) = report["tvm"]["plans"]
+    assert_split_around(loop_plan["segments"], "_while_loop")
+    # Built after the 8th call, which traced the loop and ran in MXNet: serves the last 2.
+    assert loop_plan["calls"] == {"plan": 2, "whole graph": 0}
+    assert report["calls"]["by_kind"]["guard_failed"] == 1
 
 
 def while_loop_graph():
@@ -216,8 +230,10 @@ def test_a_call_whose_typed_values_differ_runs_as_one_mxnet_graph(tmp_path, monk
         symbol, arrays = while_loop_inputs(trips)
         np.testing.assert_allclose(plan(*arrays)[0].asnumpy(), mxnet_outputs(symbol, arrays),
                                    rtol=1e-5, atol=1e-5)
-    changed = plan.report()["types_changed"]
+    report = plan.report()
+    changed = report["types_changed"]
     assert changed["calls"] == 2 and "compiled for (4, 4)" in changed["last"][-1]
+    assert report["calls"] == {"plan": 0, "whole graph": 2} and report["failures"] == []
 
 
 def test_a_plan_around_a_while_loop_matches_mxnet(tmp_path):
@@ -228,7 +244,10 @@ def test_a_plan_around_a_while_loop_matches_mxnet(tmp_path):
         symbol, arrays = while_loop_inputs(trips)
         np.testing.assert_allclose(plan(*arrays)[0].asnumpy(), mxnet_outputs(symbol, arrays),
                                    rtol=1e-5, atol=1e-5)
-    assert plan.report()["types_changed"]["calls"] == 0
+    report = plan.report()
+    assert [segment["backend"] for segment in report["segments"]] == ["tvm", "mxnet", "tvm"]
+    assert report["calls"] == {"plan": 3, "whole graph": 0} and report["failures"] == []
+    assert report["types_changed"]["calls"] == 0
 
 
 def test_what_typing_by_running_cannot_do_is_refused_clearly(tmp_path):

@@ -5,6 +5,7 @@ import pytest
 
 from gluon_dyn import native
 from tvm_bridge import build_segment, load_graph, partition
+from tvm_bridge.converters import registry
 from tvm_bridge.value_types import ValueType
 from tvm_helpers import (assert_outputs_close, compile_module, make_inputs, run_main,
                          run_mxnet, run_plan)
@@ -59,6 +60,23 @@ def test_symbolic_batch_crosses_an_mxnet_segment():
     segments = check_segments_match_mxnet(quadratic_in_the_middle(), SHAPES, BATCH, sizes=(2, 6))
     last = segments[2]
     assert ValueType(("batch", 4), "float32") in last.input_types
+
+
+def raise_type_error(ctx, node, args):
+    raise TypeError("a converter bug")
+
+
+def test_a_converter_that_raises_is_a_failure_not_an_unsupported_op(monkeypatch):
+    """Its op runs in MXNet, as an op with no converter does, but the segment names
+    the failure (SegmentedGraph reports it: test_tvm_segmented.py)."""
+    monkeypatch.setitem(registry._CONVERTERS, "tanh", raise_type_error)
+    graph = load_graph(quadratic_in_the_middle())
+    segments = partition(graph, SHAPES)
+    assert_valid_schedule(graph, segments)
+    assert [(s.kind, s.failure) for s in segments] == [
+        ("tvm", ""), ("mxnet", "TypeError: a converter bug"), ("mxnet", ""), ("tvm", "")]
+    assert "converter failed: TypeError: a converter bug" in segments[1].reasons[0]
+    assert segments[2].reasons[0].endswith("has no converter")
 
 
 def test_gluon_dyn_assert_runs_in_mxnet_between_tvm_segments():

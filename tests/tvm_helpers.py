@@ -98,7 +98,9 @@ def check_against_mxnet(symbol, shapes, symbolic_dims=None, sizes=(2, 5), dtypes
 
 def run_plan(symbol, inputs, shapes, dtypes=None, symbolic_dims=None):
     """Runs the graph through tvm_bridge's executor (SegmentedGraph, every TVM
-    segment kept on TVM), built for ``shapes``; returns the graph outputs as numpy."""
+    segment kept on TVM), built for ``shapes``; returns the graph outputs as numpy.
+    Asserts that the call ran the plan, each segment TVM converts on TVM and the
+    others in MXNet, and that nothing failed."""
     names = symbol.list_inputs()
     examples = make_inputs(symbol, shapes, dtypes)
     plan = SegmentedGraph(symbol, names, [mx.nd.array(examples[n], dtype=examples[n].dtype)
@@ -106,6 +108,10 @@ def run_plan(symbol, inputs, shapes, dtypes=None, symbolic_dims=None):
                           symbolic_dims=symbolic_dims, cache_dir=COMPILE_CACHE.name,
                           choose_by_measurement=False)
     outputs = plan(*[mx.nd.array(inputs[n], dtype=inputs[n].dtype) for n in names])
+    report = plan.report()
+    assert report["failures"] == [] and report["calls"] == {"plan": 1, "whole graph": 0}, report
+    assert [segment["backend"] for segment in report["segments"]] == [
+        "tvm" if segment["convertible"] else "mxnet" for segment in report["segments"]], report
     return [out.asnumpy() for out in outputs]
 
 

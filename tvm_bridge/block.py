@@ -1,6 +1,8 @@
 """compile_block: a static HybridBlock's graph run through a SegmentedGraph."""
 import mxnet as mx
 
+from gluon_dyn.export import checksums
+
 from .plan_export import export_plan
 from .segmented import SegmentedGraph
 
@@ -32,14 +34,17 @@ class CompiledBlock:
 
     def export(self, prefix):
         """Write MXNet's export (prefix-symbol.json, prefix-0000.params: the
-        parameters as they are now) and the plan (prefix-plan.json, a library per
-        TVM segment); returns the plan's path. deploy_loader.load_plan(prefix)
+        parameters as they are now), the plan (prefix-plan.json, a library per
+        TVM segment) and the checksums of them all (prefix-checksums.json);
+        returns the plan's path. deploy_loader.load_plan(prefix)
         runs it in a process without gluon_dyn or tvm_bridge, and so does the C
         runtime (gd_model_load)."""
         self.block.export(prefix)
-        return export_plan(self.plan, prefix, self._data_names, self._out_format is not None,
+        plan = export_plan(self.plan, prefix, self._data_names, self._out_format is not None,
                            parameters_file="%s-%04d.params" % (prefix, 0),
                            symbol_file="%s-symbol.json" % prefix)
+        checksums.write(prefix, plan=True)   # the runtimes check every file against it
+        return plan
 
 
 def compile_block(block, *example_inputs, symbolic_dims=None, tune=None, cache_dir=None,

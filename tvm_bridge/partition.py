@@ -2,9 +2,12 @@
 
 Every non-variable node is probed: its converter runs on a scratch Relax
 function whose parameters have the node's input types. A node whose converter
-is missing or declines (``Unsupported``), or fails, runs in MXNet as a segment
-of its own. Convertible nodes are grouped by *stage*: the number of MXNet
-segments on the longest path before them. Nodes of one stage form one TVM
+is missing or declines (``Unsupported``: an expected graph break) runs in MXNet
+as a segment of its own; so does one whose converter fails otherwise (a bug in
+the converter, or Relax rejecting what it built), and its segment names the
+failure (``Segment.failure``), to be reported, not read as unsupported.
+Convertible nodes are grouped by *stage*: the number of MXNet segments on the
+longest path before them. Nodes of one stage form one TVM
 segment; since a path leaving a TVM segment through an MXNet node always
 reaches a later stage, no TVM segment both feeds and depends on an MXNet one.
 Outputs of MXNet nodes that MXNet cannot infer (value_types.py) are typed by
@@ -19,6 +22,7 @@ from tvm import relax
 
 from .converters import Unsupported
 from .emitter import Context, convert_node
+from .failures import describe
 from .value_types import ShapeEnv, from_relax_type, relax_type
 
 TVM, MXNET = "tvm", "mxnet"
@@ -35,6 +39,7 @@ class Segment:
     input_types: list  # a ValueType per input
     reasons: list  # why this segment's boundaries are where they are
     observed_inputs: list  # positions of inputs typed by running the graph, not inferred
+    failure: str = ""  # an MXNet node whose converter failed: the error ("TypeError: ...")
 
     @property
     def reason(self):
@@ -58,8 +63,18 @@ class Segment:
             self.kind, len(self.nodes), len(self.inputs), len(self.outputs))
 
 
+class ConverterFailed(Unsupported):
+    """A converter raised an error other than Unsupported: MXNet runs the node, and
+    the failure is reported (it is a bug to fix, not a graph break)."""
+
+    def __init__(self, error):
+        self.error = describe(error)
+        super().__init__("converter failed: %s" % self.error)
+
+
 def _probe(node, input_types):
-    """The Relax types of a node's outputs (None where not produced), or Unsupported."""
+    """The Relax types of a node's outputs (None where not produced), or Unsupported
+    (ConverterFailed when the converter raised something else)."""
     params = [relax.Var("in%d" % k, ty) for k, ty in enumerate(input_types)]
     bb = relax.BlockBuilder()
     error = None
@@ -68,8 +83,8 @@ def _probe(node, input_types):
             outputs = convert_node(Context(bb), node, params)
         except Unsupported as err:
             error, outputs = err, []
-        except Exception as err:  # e.g. Relax rejecting an op: MXNet still runs the node
-            error, outputs = Unsupported("converter failed: %s" % err), []
+        except Exception as err:  # noqa: BLE001 - MXNet still runs the node, reported
+            error, outputs = ConverterFailed(err), []
         bb.emit_func_output(relax.Tuple([out for out in outputs if out is not None]))
     if error is not None:
         raise error
@@ -86,6 +101,7 @@ class _Analysis:
         self.types = {(graph.variable_index[name], 0): relax_type(vt, self.dim_vars)
                       for name, vt in env.input_types.items()}
         self.reasons = {}  # node index -> why it runs in MXNet
+        self.failures = {}  # node index -> how its converter failed (ConverterFailed)
         self.used = set(graph.consumers()) | set(graph.heads)
         self._mxnet_types = {}
         for index, node in enumerate(graph.nodes):
@@ -103,6 +119,8 @@ class _Analysis:
                     ", ".join(map(str, missing))))
         except Unsupported as err:
             self.reasons[index] = "op %r (%s): %s" % (node.op, node.name, err)
+            if isinstance(err, ConverterFailed):
+                self.failures[index] = err.error
             return
         self.types.update(((index, k), ty) for k, ty in enumerate(output_types) if ty is not None)
 
@@ -134,7 +152,8 @@ def _segments(graph, groups, analysis):
                                   if i in analysis.reasons]
         segments.append(Segment(kind, nodes, inputs, outputs,
                                 [analysis.input_type(ref) for ref in inputs], reasons,
-                                [k for k, ref in enumerate(inputs) if ref in analysis.env.observed]))
+                                [k for k, ref in enumerate(inputs) if ref in analysis.env.observed],
+                                analysis.failures.get(nodes[0], "")))
     return segments
 
 

@@ -21,6 +21,10 @@ OpenBLAS's threads and TVM's alternating on the same cores can make the products
 slower there than alone, so they stay on BLAS only where the segment gains.
 Inference only: training keeps MXNet, whose backward TVM does not provide.
 
+A converter that fails, a segment that does not compile or fails when first
+run: MXNet runs that work instead, and the failure is recorded ("failures" in the
+report) and said once (failures.py).
+
 A graph whose values after a _cond/_while_loop run in MXNet MXNet cannot infer is
 partitioned on types found by running it on the example inputs
 (observed_types.py): a TVM segment
@@ -36,6 +40,7 @@ from gluon_dyn.graph_json import DATA_DEPENDENT_SHAPE_OPS, UNINFERABLE_OPS, hold
 from gluon_dyn.measure import MeasuredChoice, decide_by_timing, interleaved_samples
 
 from .compiler import compile_module, every_gemm
+from .failures import COMPILE, CONVERTER, RUN, describe, failure, warn_first
 from .gemm_choice import measured_gemms
 from .graph import load_graph
 from .host_ops import host_step
@@ -102,12 +107,14 @@ class SegmentedGraph:
     MeasuredChoice between PLAN and WHOLE, one MXNet CachedOp of the graph; None
     without measurement), `uses_whole_graph` (the latter serves calls; setting it
     forces the choice), `check_inputs` (set False when the caller guarantees
-    shapes and dtypes; or see check_only).
+    shapes and dtypes; or see check_only), `failures` (where TVM failed and MXNet
+    runs instead, failures.py). Each failure is also passed to `on_failure`; by
+    default the first is said as a warning.
     """
 
     def __init__(self, symbol, input_names, example_inputs, symbolic_dims=None, cache_dir=None,
                  choose_by_measurement=True, tune=None, parameter_names=None, gemms=None,
-                 whole_symbol=None):
+                 whole_symbol=None, on_failure=None):
         if len(input_names) != len(example_inputs):
             raise ValueError("%d input names but %d example inputs"
                              % (len(input_names), len(example_inputs)))
@@ -142,8 +149,14 @@ class SegmentedGraph:
         self.symbol = symbol
         self.parameter_names = set(graph.weight_like_inputs() if parameter_names is None
                                    else parameter_names)
+        self.failures, self._on_failure = [], on_failure or warn_first()
         segments = partition(graph, shapes, dtypes, symbolic_dims,
                              example_inputs=dict(zip(input_names, example_inputs)))
+        for segment in segments:
+            if segment.failure:
+                (node,) = [graph.nodes[index] for index in segment.nodes]
+                self._failed(CONVERTER, "converting op %r (%s)" % (node.op, node.name),
+                             segment.failure, "MXNet runs the op")
         # The sizes the examples give the symbolic dims (where BLAS is measured).
         self._dim_values = {dim: shapes[name][axis] for name, axes in (symbolic_dims or {}).items()
                             for axis, dim in axes.items()}
@@ -229,7 +242,9 @@ class SegmentedGraph:
             step.compile_s = 0.0 if function.info.get("from_cache") else \
                 time.perf_counter() - start
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot compile
-            step.note = "TVM compile failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
+            step.note = "TVM compile failed, runs in MXNet: %s" % describe(error)
+            self._failed(COMPILE, "compiling " + self._describe(step), describe(error),
+                         "MXNet runs the segment")
             return
         step.input_order, step.output_order = input_order, output_order
         segment = step.segment
@@ -290,8 +305,7 @@ class SegmentedGraph:
                                         WHOLE: lambda: _wait(self._run_whole(mxnet_inputs))}, why)
         self.plan_ms, self.whole_ms = times[PLAN], times[WHOLE]
 
-    @staticmethod
-    def _choose_backend(step, args, mxnet_args, why):
+    def _choose_backend(self, step, args, mxnet_args, why):
         step.choice = step.choice or MeasuredChoice(("tvm", "mxnet"), incumbent="mxnet")
         try:
             if step.kernel_choice is None and step.tvm_kernels is not None:
@@ -300,7 +314,9 @@ class SegmentedGraph:
                 "tvm": lambda: _wait(step.run_in_tvm(*args)),
                 "mxnet": lambda: _wait(step.run_in_mxnet(*mxnet_args))}, why)
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM fails to run
-            step.note = "TVM run failed, runs in MXNet: %s: %s" % (type(error).__name__, error)
+            step.note = "TVM run failed, runs in MXNet: %s" % describe(error)
+            self._failed(RUN, "running " + self._describe(step), describe(error),
+                         "MXNet runs the segment")
             step.choice = False  # never timed again
             step.run, step.backend = step.run_in_mxnet, "mxnet"
             return
@@ -308,6 +324,17 @@ class SegmentedGraph:
             step.run, step.backend = step.run_in_tvm, "tvm"
         else:
             step.run, step.backend = step.run_in_mxnet, "mxnet"
+
+    def _failed(self, stage, what, why, instead):
+        record = failure(stage, what, why, instead)
+        self.failures.append(record)
+        self._on_failure(record)
+
+    def _describe(self, step):
+        """A segment as failures name it: its operators."""
+        return "the segment of %s" % ", ".join(
+            op if count == 1 else "%s x%d" % (op, count)
+            for op, count in _op_counts(self.graph, step.segment.nodes).items())
 
     def __call__(self, *arrays):
         if mx.autograd.is_recording():
@@ -385,14 +412,16 @@ class SegmentedGraph:
         measurements) and, where those were measured faster alone, the choice
         between the segment with them and with TVM's kernels only, and boundary
         reasons; the inputs taken as parameters; and the calls run as one MXNet
-        graph because a value typed by running differed (with the last reasons); and
-        the runs of the plan and of the whole graph ("calls")."""
+        graph because a value typed by running differed (with the last reasons); the
+        runs of the plan and of the whole graph ("calls"); and where TVM failed
+        ("failures", failures.py)."""
         return {
             "runs": "one MXNet graph (measured faster than the plan)" if self.uses_whole_graph else
                     "segments",
             "choice": None if self.choice is None else self.choice.report(),
             "plan_ms": self.plan_ms, "whole_graph_mxnet_ms": self.whole_ms,
             "calls": dict(self.calls),
+            "failures": list(self.failures),
             "parameters": sorted(self.parameter_names),
             "types_changed": {"calls": self.types_changed_calls,
                               "last": list(self._types_changed_last)},

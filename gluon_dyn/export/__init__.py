@@ -1,15 +1,19 @@
 """`export` for Gluon blocks: MXNet's own files (`path-symbol.json`,
-`path-0000.params`), loadable where only MXNet is installed.
+`path-0000.params`), loadable where only MXNet is installed, and the record of
+their checksums that the C and Java runtimes check (`path-checksums.json`,
+checksums.py).
 
-A block hybridized with dynamic=True exports its general graph (dynamic.py); other
-HybridBlocks keep MXNet's export, without gluon_dyn's training-only nodes
-(strip.py). patches.py installs `with_dynamic_export` on HybridBlock and
-`block_export` on Block, which MXNet gives no export.
+A block hybridized with dynamic=True exports its general graph (dynamic.py), which
+MXNet's static executor can plan too (static_plan.py); other HybridBlocks keep
+MXNet's export, without gluon_dyn's training-only nodes (strip.py). patches.py
+installs `with_dynamic_export` on HybridBlock and `block_export` on Block, which
+MXNet gives no export.
 """
 import functools
 
 from ..hybridize.capture import ExportError
 from ..hybridize.runner import BlockRunner
+from . import checksums
 from .dynamic import export_block
 from .strip import strip_symbol_file, strip_training_ops
 
@@ -29,6 +33,7 @@ def with_dynamic_export(export):
                             "with dynamic=True; %s is not" % type(self).__name__)
         result = export(self, path, epoch, remove_amp_cast)
         strip_symbol_file("%s-symbol.json" % path)
+        checksums.write(path, epoch)
         return result
     return wrapper
 

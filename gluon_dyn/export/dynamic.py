@@ -12,14 +12,20 @@ order, then the arrays and numbers kept on blocks that the forward reads (named
 after the attribute: `state0`, `state1` for `self.state = [h, c]`, `count` for a
 number); parameters and constants are in the params file. Outputs: the forward's,
 then the new values of the kept arrays and numbers it assigns, in that order.
-Under backend="tvm" the plan is written beside them (tvm_plan.py).
+Under backend="tvm" the plan is written beside them (tvm_plan.py); last, the
+record of their checksums (checksums.py).
+
+The graph is written as MXNet's static executor (Symbol.bind) can plan it
+(static_plan.py), without gluon_dyn's training-only nodes (strip.py).
 """
 import mxnet as mx
 
 from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
                                  ParameterInput)
 from ..hybridize.dynamic import runner_of
-from .strip import save_symbol
+from . import checksums
+from .static_plan import plannable
+from .strip import save_graph, stripped_graph
 from .tvm_plan import export_tvm_plan
 
 
@@ -33,8 +39,12 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
     capture = runner.export_capture(ExportOptions(max_iterations))
     if capture.guards:
         raise ExportError("internal: the exported graph has guards (%s)" % capture.guards[0])
+    if capture.argument_writes:
+        raise ExportError("%s: the forward changes a list, dict or object it is given; an "
+                          "exported graph takes arrays and returns arrays: return the new "
+                          "values instead" % runner.tracer.where)
     symbol_file = "%s-symbol.json" % path
-    save_symbol(capture.symbol, symbol_file, remove_amp_cast)
+    save_graph(plannable(stripped_graph(capture.symbol)), symbol_file, remove_amp_cast)
     saved = mx.sym.load(symbol_file)
     arguments, auxiliary = set(saved.list_arguments()), set(saved.list_auxiliary_states())
     params, fed = {}, []
@@ -54,4 +64,5 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
     data_names = [name for _, name in sorted(fed)]
     if runner.tvm is not None:
         export_tvm_plan(runner, capture, path, epoch, data_names)
+    checksums.write(path, epoch, plan=runner.tvm is not None)
     return data_names

@@ -5,6 +5,14 @@ training (see ops/while_loop.py); they compute the identity. Export removes them
 inside nested control-flow subgraphs too, so an exported model needs neither
 gluon_dyn nor its C++ library; gluon_dyn's own node attributes (source lines)
 are dropped as well.
+
+A `_cond` branch that reads nothing but its zero-gradient anchors (a constant
+branch: `n = 1`, a `break` flag) would read nothing once they are gone, and
+MXNet's `_cond` cannot run a branch without inputs ("There are no inputs in
+computation graph that require gradients"). Such a node keeps one of its inputs
+in both branches, through one more output that nobody reads: the input's
+`shape_array`, a few integers, the same in both branches whatever the input's
+type and values (NaN included).
 """
 import json
 
@@ -40,7 +48,7 @@ def strip_training_ops(graph):
         entry = resolve(entry)
         return [new_id[entry[0]]] + entry[1:]
 
-    new_nodes = []
+    new_nodes, added_outputs = [], {}
     for nid in kept:
         node = dict(nodes[nid])
         node["inputs"] = [renumber(e) for e in node["inputs"]]
@@ -48,7 +56,7 @@ def strip_training_ops(graph):
             # gluon_dyn's own annotations (e.g. the source line of a cond) stay home.
             node["attrs"] = {k: v for k, v in node["attrs"].items() if not k.startswith(_OWN_ATTR)}
         if "subgraphs" in node:
-            _strip_subgraphs(node)
+            added_outputs[nid] = _strip_subgraphs(node)
         new_nodes.append(node)
     result = dict(graph)
     result["nodes"] = new_nodes
@@ -57,7 +65,7 @@ def strip_training_ops(graph):
     if "node_row_ptr" in graph:
         row_ptr = [0]
         for nid in kept:
-            row_ptr.append(row_ptr[-1] + _num_outputs(graph, nid))
+            row_ptr.append(row_ptr[-1] + _num_outputs(graph, nid) + added_outputs.get(nid, 0))
         result["node_row_ptr"] = row_ptr
     return result
 
@@ -68,22 +76,60 @@ _INPUT_LOCS = {"_cond": {1: "then_input_locs", 2: "else_input_locs"}}
 
 def _strip_subgraphs(node):
     """Strip each subgraph; where that drops inputs (a `_cond` branch's zero-gradient
-    anchors), drop them from the node's input locations too."""
+    anchors), drop them from the node's input locations too, keeping every branch
+    runnable. Returns how many outputs the node gained (see the module's doc)."""
     locs_attrs = _INPUT_LOCS.get(node["op"], {})
-    stripped = []
+    stripped, inputs, emptied = [], {}, []
     for index, sub in enumerate(node["subgraphs"]):
         new_sub = strip_training_ops(sub)
         if index in locs_attrs:
             before, after = _input_names(sub), _input_names(new_sub)
             locs = json.loads(node["attrs"][locs_attrs[index]])
-            kept = [locs[before.index(name)] for name in after]
-            node["attrs"] = dict(node["attrs"], **{locs_attrs[index]: str(kept)})
+            inputs[index] = {name: locs[before.index(name)] for name in after}
+            if not after and locs:
+                emptied.append(locs[0])   # an input the branch read before
         stripped.append(new_sub)
     node["subgraphs"] = stripped
+    if emptied:
+        for index, names in inputs.items():
+            _read_input(node, index, names, emptied[0])
+        node["attrs"] = dict(node["attrs"], num_outputs=str(int(node["attrs"]["num_outputs"]) + 1))
+    for index, names in inputs.items():
+        locs = [names[name] for name in _input_names(node["subgraphs"][index])]
+        node["attrs"] = dict(node["attrs"], **{locs_attrs[index]: str(locs)})
+    return 1 if emptied else 0
+
+
+def _read_input(node, index, names, loc):
+    """Give subgraph `index` of `node` one more output, the shape of the node's input
+    `loc` (through the subgraph's variable for it, made if it has none); `names`
+    (subgraph input name -> node input index) learns a made variable."""
+    sub = node["subgraphs"][index]
+    nodes = sub["nodes"]
+    name = next((n for n, at in names.items() if at == loc), None)
+    if name is None:
+        name = "%s_input%d" % (node["name"], loc)
+        names[name] = loc
+        sub["arg_nodes"].append(len(nodes))
+        nodes.append({"op": "null", "name": name, "inputs": []})
+    variable = next(i for i, n in enumerate(nodes) if n["op"] == "null" and n["name"] == name)
+    nodes.append({"op": "shape_array", "name": "%s_keeps_%s" % (node["name"], name),
+                  "inputs": [[variable, 0, 0]]})
+    sub["heads"].append([len(nodes) - 1, 0, 0])
+    if "node_row_ptr" in sub:
+        sub["node_row_ptr"] = _row_ptr(sub)
 
 
 def _input_names(graph):
     return load_symbol(graph).list_inputs()
+
+
+def _row_ptr(graph):
+    """node_row_ptr of a graph given nodes of one output each at its end."""
+    row_ptr = list(graph["node_row_ptr"])
+    while len(row_ptr) <= len(graph["nodes"]):
+        row_ptr.append(row_ptr[-1] + 1)
+    return row_ptr
 
 
 def _num_outputs(graph, nid):
@@ -97,5 +143,14 @@ def strip_symbol_file(path):
 
 def save_symbol(symbol, path, remove_amp_cast=True):
     """Write `symbol` to `path` in MXNet's JSON format, without training-only nodes."""
-    load_symbol(strip_training_ops(json.loads(symbol.tojson()))).save(
-        path, remove_amp_cast=remove_amp_cast)
+    save_graph(stripped_graph(symbol), path, remove_amp_cast)
+
+
+def stripped_graph(symbol):
+    """`symbol` as a JSON dict, without training-only nodes."""
+    return strip_training_ops(json.loads(symbol.tojson()))
+
+
+def save_graph(graph, path, remove_amp_cast=True):
+    """Write a JSON dict graph to `path` as MXNet's Symbol.save does."""
+    load_symbol(graph).save(path, remove_amp_cast=remove_amp_cast)

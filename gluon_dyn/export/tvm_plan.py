@@ -18,7 +18,8 @@ def export_tvm_plan(runner, capture, path, epoch, data_names):
     from tvm_bridge.plan_export import export_plan
     symbol = capture.symbol
     states = tensor_attributes(runner.block) if capture.reads_state else None
-    examples = [source.value(runner.last_args, states) for source in capture.inputs]
+    args = runner.last_call.arguments()
+    examples = [source.value(args, states) for source in capture.inputs]
     parameters = [name for name, source in zip(symbol.list_inputs(), capture.inputs)
                   if isinstance(source, ParameterInput)]
     plan = tvm_bridge.SegmentedGraph(symbol, symbol.list_inputs(), examples,

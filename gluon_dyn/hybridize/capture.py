@@ -12,10 +12,12 @@ import typing
 import mxnet as mx
 
 from .. import graph_json, native
-from . import arguments, deferred, guards, tracing
-from .outputs import outputs_of
+from . import arguments, deferred, deferred_init, guards, tracing
+from .argument_writes import argument_writes
+from .outputs import OutputTemplates, holds_alias as _holds_alias
+from .weak_binding import BlockReference
 from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
-                           is_tensor_value, owner_of, public_attributes, tensor_attributes)
+                           is_tensor_value, owner_of, state_attributes, tensor_attributes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +39,12 @@ class ArgumentInput:
     index: int
 
     def value(self, args, states):
-        return arguments.get(args, self.path)
+        array = arguments.get(args, self.path)
+        # Operators take arrays in shared memory (a DataLoader's batch) beside arrays
+        # on the CPU, and give results on the CPU; MXNet's CachedOp wants one context.
+        if array.context.device_type == "cpu_shared":
+            return array.as_in_context(mx.cpu(array.context.device_id))
+        return array
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +63,12 @@ class StateInput:
 @dataclasses.dataclass(frozen=True, eq=False)
 class NumberInput:
     """A Python number kept on a block that the forward changes (number state), as a
-    one-element float32 array."""
-    owner: mx.gluon.Block
+    one-element float32 array; `owner`: a weak_binding.BlockReference to its block."""
+    owner: BlockReference
     attr: str
 
     def value(self, args, states):
-        return mx.nd.array([getattr(self.owner, self.attr)], dtype="float32")
+        return mx.nd.array([getattr(self.owner(), self.attr)], dtype="float32")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -123,10 +130,15 @@ class Capture:
     guards: list            # guards.Guard, in the guard vector's order
     shape_reads: dict       # argument array index -> dimensions the trace read
     exact: bool             # traced for exact input shapes (no open dims)
-    blocks: list            # the block tree, kept alive: the cache key holds child ids
+    blocks: list            # the block's descendants, kept alive: the cache key holds their ids
     # Parameters read only under conditions that may not hold (stale_gradients.py);
     # the output before the guard vector says, per parameter, whether its path ran.
     conditional_parameters: list = dataclasses.field(default_factory=list)
+    # argument_writes.ArgumentWrite: the forward's changes to the lists, dicts and
+    # objects it was given, applied (before out_format is rebuilt) from the outputs;
+    # the paths of those mutable arguments, if the writes or out_format refer to them.
+    argument_writes: list = dataclasses.field(default_factory=list)
+    mutable_paths: list = dataclasses.field(default_factory=list)
 
     @property
     def reads_state(self):
@@ -162,12 +174,11 @@ class InputNames:
 class Tracer:
     """Traces calls of one block's converted `forward` into Captures."""
 
-    def __init__(self, block, forward, ndarray_code, profile, where, arguments_are_locals=False):
-        self.block, self.forward = block, forward
+    def __init__(self, block_reference, forward, ndarray_code, profile, where):
+        """`block_reference`: a weak_binding.BlockReference to the block; `forward`:
+        the converted forward, unbound."""
+        self._block, self._forward = block_reference, forward
         self.where = where          # "file:line" of the forward (or part) traced
-        # A part of a split forward (graph_breaks.py) takes the forward's local
-        # variables: lists it appends to are returned to the next part, nobody else's.
-        self.arguments_are_locals = arguments_are_locals
         self.ndarray_code = ndarray_code
         self.profile = profile      # speculation.Profile to speculate from, or None
         self.statements = {}        # "file:line" -> fates.Fate, over all traces
@@ -179,78 +190,86 @@ class Tracer:
         self.containers_written, self.containers_read = set(), set()
 
     @property
+    def block(self):
+        return self._block()
+
+    @property
     def unkeyed_paths(self):
         """Attributes of the block tree the cache key leaves out: graph inputs, or
         containers graphs only write to."""
         return self.number_paths | (self.containers_written - self.containers_read)
 
     def capture(self, args, layout, exact, export=None):
-        """A Capture of the forward on `args`; traced a second time when the first
-        trace finds numbers on blocks that it changes. With `export`
-        (export.ExportOptions), the general graph: nothing speculated, every size
-        read as a graph value, inputs named as MXNet's export names them."""
-        with arguments.ContainersKept(layout) as kept:
+        """A Capture of the forward on `args`; traced again while a trace finds numbers
+        on blocks that it changes, or lists of arrays it appends to (each found once).
+        With `export` (export.ExportOptions), the general graph: nothing speculated,
+        every size read as a graph value, inputs named as MXNet's export names them."""
+        while True:
             try:
-                capture = self._capture(args, layout, exact, export)
+                return self._capture(args, layout, exact, export)
             except StateChanged as change:
+                if change.numbers <= self.number_paths and \
+                        change.containers <= self.containers_written:
+                    raise   # found already: tracing again would find it again
                 self.number_paths |= change.numbers
                 self.containers_written |= change.containers
-                capture = self._capture(args, layout, exact, export)
-        if kept.changed and not self.arguments_are_locals:
-            raise tracing.FallbackRequired("the forward changes a list or dict it was given",
-                                           self.where)
-        return capture
 
     def _capture(self, args, layout, exact, export):
         self.traces += 1
         prefix = self.block.prefix.rstrip("_") or "block"
         names = InputNames(prefix if export is None else None, len(layout.leaves))
-        symbols, sources, shapes, replaced = list(args), {}, {}, []
-        try:
-            for i, path in enumerate(layout.leaves):
-                name = names.argument(i)
-                array = arguments.put(symbols, path, mx.sym.var(name))
-                replaced.append((path, array))
-                sources[name], shapes[name] = ArgumentInput(path, i), array.shape
-            with Rollback(self.block, self.where, frozenset(self.number_paths)) as rollback:
-                substituted = self._state_as_variables(names, sources, shapes)
-                state_sizes = {path: len(value) for path, value in substituted.items()
-                               if isinstance(value, list)}
-                numbers = self._numbers_as_variables(names, sources, shapes)
-                watched = self._containers_as_watched()
-                params = {p.name: p for p in self.block.collect_params().values()}
-                shapes.update({name: p.shape for name, p in params.items()
-                               if p.shape and all(p.shape)})
-                trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
-                trace.profile = self.profile if export is None else None
-                trace.export = export
-                for _, _, _, copy in watched.values():
-                    copy.read = False    # from here on, reads are the forward's
-                try:
-                    with tracing.tracing(trace):
-                        out = self.forward(*symbols)
-                finally:
-                    self.statements.update(trace.statements)
-                read = {path for path, (_, _, _, copy) in watched.items() if copy.read}
-                grown = [path for path, value in substituted.items() if isinstance(value, list)
-                         and list.__len__(value) != state_sizes[path]]
-                if grown:   # appended to in place: a log of arrays, not state it replaces
-                    raise StateChanged(containers=grown)
-                # State the forward assigned (an attribute it left as it was is not written back).
-                writes = self._number_writes(numbers) + [
-                    (_tensor_write(path, value), as_list(value))
-                    for path, (_, _, value) in tensor_attributes(self.block).items()
-                    if path not in numbers and path not in watched and
-                    value is not substituted.get(path) and
-                    any(isinstance(v, mx.sym.Symbol) for v in as_list(value))]
-                writes += self._container_writes(watched, read)
-                rollback.keep_graph_state()
-        finally:
-            for path, array in reversed(replaced):
-                arguments.put(symbols, path, array)
+        sources, shapes, variables = {}, {}, []
+        for i, path in enumerate(layout.leaves):
+            name = names.argument(i)
+            variables.append(mx.sym.var(name))
+            sources[name], shapes[name] = ArgumentInput(path, i), arguments.get(args, path).shape
+        with arguments.Substituted(args, layout, variables) as substituted_args, \
+                Rollback(self.block, self.where, frozenset(self.number_paths)) as rollback:
+            substituted = self._state_as_variables(names, sources, shapes)
+            state_sizes = {path: len(value) for path, value in substituted.items()
+                           if isinstance(value, list)}
+            numbers = self._numbers_as_variables(names, sources, shapes)
+            watched = self._containers_as_watched()
+            params = {p.name: p for p in self.block.collect_params().values()}
+            shapes.update({name: p.shape for name, p in params.items()
+                           if p.shape and all(p.shape)})
+            trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
+            trace.profile = self.profile if export is None else None
+            trace.export = export
+            for _, _, _, copy in watched.values():
+                copy.read = False    # from here on, reads are the forward's
+            try:
+                with tracing.tracing(trace):
+                    for _, _, variable, number_type in numbers.values():
+                        if number_type is int:   # indexes as an int (operators/subscripts.py)
+                            tracing.scalar_index(variable)
+                    out = self._forward(self.block, *substituted_args.args)
+            finally:
+                self.statements.update(trace.statements)
+            read = {path for path, (_, _, _, copy) in watched.items() if copy.read}
+            grown = [path for path, value in substituted.items() if isinstance(value, list)
+                     and list.__len__(value) != state_sizes[path]]
+            if grown:   # appended to in place: a log of arrays, not state it replaces
+                raise StateChanged(containers=grown)
+            # What the forward returns and what it did to the containers it was
+            # given, templated before they hold the caller's arrays again.
+            templates = OutputTemplates(self.where, {id(mutable): index for index, (_, mutable)
+                                                     in enumerate(layout.mutables)})
+            out_format = templates.template(out)
+            changed_arguments = argument_writes(layout, substituted_args.traced, templates)
+            # State the forward assigned (an attribute it left as it was is not written back).
+            writes = self._number_writes(numbers) + [
+                (_tensor_write(path, value), as_list(value))
+                for path, (_, _, value) in tensor_attributes(self.block).items()
+                if path not in numbers and path not in watched and
+                value is not substituted.get(path) and
+                any(isinstance(v, mx.sym.Symbol) for v in as_list(value))]
+            writes += self._container_writes(watched, read)
+            rollback.keep_graph_state()
         shape_reads = {i: trace.shape_reads.get(names.argument(i), set())
                        for i in range(len(layout.leaves))}
-        return self._graph(out, writes, trace, sources, params, shape_reads, exact)
+        return self._graph(templates.symbols, out_format, changed_arguments, layout, writes,
+                           trace, sources, params, shape_reads, exact)
 
     def _state_as_variables(self, names, sources, shapes):
         """Replace each array kept on the block tree by a graph input variable."""
@@ -274,7 +293,7 @@ class Tracer:
         for path in sorted(self.number_paths):
             owner, attr = owner_of(self.block, path)
             name = names.number(path)
-            sources[name], shapes[name] = NumberInput(owner, attr), (1,)
+            sources[name], shapes[name] = NumberInput(BlockReference(owner), attr), (1,)
             variable = mx.sym.var(name)
             numbers[path] = (owner, attr, variable, type(getattr(owner, attr)))
             setattr(owner, attr, variable)
@@ -284,7 +303,7 @@ class Tracer:
         """Replace each list and dict kept on the block tree (not arrays) by a watched
         copy; {path: (owner, attr, original, copy)}."""
         watched = {}
-        for path, (owner, attr, value) in public_attributes(self.block).items():
+        for path, (owner, attr, value) in state_attributes(self.block).items():
             if type(value) in (list, dict) and (not is_tensor_value(value) or
                                                 path in self.containers_written):
                 watched[path] = (owner, attr, value, deferred.watch(value))
@@ -319,8 +338,8 @@ class Tracer:
                                                self.where)
         return writes
 
-    def _graph(self, out, writes, trace, sources, params, shape_reads, exact):
-        outputs, out_format = outputs_of(out, self.where)
+    def _graph(self, outputs, out_format, changed_arguments, layout, writes, trace, sources,
+               params, shape_reads, exact):
         all_writes = [write for write, _ in writes]
         state_outputs = [v for _, values in writes for v in values]
         # An output that is an input as it came (`return x`) must be a node of the
@@ -338,6 +357,7 @@ class Tracer:
             raise tracing.FallbackRequired("it computes no array (only Python values)",
                                            self.where)
         graph = mx.sym.Group(heads)
+        _finish_deferred_initialization(graph, trace.shapes, params)
         captured = {var.name: CapturedInput(array) for var, array in trace.captured.values()}
         inputs = []
         for name in graph.list_inputs():
@@ -354,8 +374,10 @@ class Tracer:
                     "appended to a list inside a loop on a tensor); graph input %r" % name,
                     self.where)
         return Capture(graph, inputs, len(outputs), out_format, all_writes, list(trace.guards),
-                       shape_reads, exact, block_tree(self.block),
-                       [params[name] for name in conditional])
+                       shape_reads, exact, block_tree(self.block)[1:],
+                       [params[name] for name in conditional], changed_arguments,
+                       [path for path, _ in layout.mutables] if changed_arguments or
+                       _holds_alias(out_format) else [])
 
     @staticmethod
     def _conditionally_read(heads, trace, params):
@@ -367,6 +389,27 @@ class Tracer:
         always = graph_json.read_outside_control_flow(mx.sym.Group(heads), candidates,
                                                       ignored_ops=native.TRAINING_ONLY_OPS)
         return sorted(candidates - always)
+
+
+def _finish_deferred_initialization(graph, shapes, params):
+    """Initialize the parameters of `graph` whose initialization Gluon deferred until
+    their shapes are known (a root block's own `nn.Dense(4)`), their shapes inferred
+    from the graph's input shapes as Gluon does on a block's first call
+    (deferred_init.py initializes the layers traced code calls)."""
+    inputs = set(graph.list_inputs())
+    waiting = [params[name] for name in inputs if name in params and params[name]._deferred_init]
+    if not waiting:
+        return
+    arg_shapes, _, aux_shapes = graph.infer_shape_partial(
+        **{name: shape for name, shape in shapes.items() if name in inputs})
+    inferred = dict(zip(graph.list_arguments(), arg_shapes))
+    inferred.update(zip(graph.list_auxiliary_states(), aux_shapes))
+    for param in waiting:
+        shape = inferred.get(param.name)
+        if shape and all(shape):
+            param.shape = shape
+            param._finish_deferred_init()
+    deferred_init.check_initialized(waiting)
 
 
 def _any(conditions):

@@ -10,7 +10,9 @@ import functools
 
 from mxnet import gluon
 
+from .python_state import block_tree
 from .runner import BlockRunner
+from .weak_binding import scope_without_cycle
 
 
 def with_dynamic(hybridize):
@@ -28,12 +30,25 @@ def with_dynamic(hybridize):
                                        check_speed=check_speed, backend=backend,
                                        backend_options=backend_options)
             # Calls go through the runner; imperative runs (profiling, fallback) must
-            # reach hybrid_forward rather than Gluon's own cached graph. Children keep
-            # theirs.
+            # reach hybrid_forward rather than Gluon's own cached graph.
             if isinstance(self, gluon.HybridBlock):
                 self._active = False
+            for child in _children_run_as_written(self):
+                child._active = False
+            for node in block_tree(self):
+                scope_without_cycle(node)
         return result
     return wrapper
+
+
+def _children_run_as_written(block):
+    """The HybridBlocks below `block`, which run their code as written whenever the
+    block runs as Python (profiling, fallback), exactly as without hybridize. Gluon
+    serves a hybridized block from the graph its first call traced: Python control
+    flow in it (`if autograd.is_training():`, GluonCV's YOLO output layers) and
+    state it keeps (ZoneoutCell's previous output) would be frozen there, and its
+    CachedOp refuses arrays MXNet's operators take (a batch in shared memory)."""
+    return [child for child in block_tree(block)[1:] if isinstance(child, gluon.HybridBlock)]
 
 
 def runner_of(block):
@@ -67,6 +82,6 @@ def report(block):
     which serves and the measurements), "recorded_graphs" (per graph recorded runs ran: the prefixes of
     the Gluon RNN cells run as MXNet's RNN operator, and the weights whose gradients
     are one product of the stacked steps) and "tvm" (under backend="tvm": the
-    plans, and the plans and TVM functions built so far).
+    plans, the plans and TVM functions built so far, and where TVM failed).
     """
     return runner_of(block).report()

@@ -4,7 +4,11 @@
   about 15 ns an element, where `Activation` with the same act_type runs oneDNN's
   vectorised kernel, 10x faster on a (32, 512) array forward and backward. Results
   differ by at most one unit in the last place. Gluon's RNN, GRU and LSTM cells
-  use `tanh` and `sigmoid` for their gates.
+  use `tanh` and `sigmoid` for their gates. Where a value computed from one reaches
+  an operator that decides on values (a comparison, argmax, a sort, non-maximum
+  suppression, a branch: graph_json.decides), it is computed as written: one unit
+  in the last place there can change the result entirely (YOLO's detections of
+  equal score, kept in another order).
 - `SliceChannel` (split) copies element by element: 0.4 ms for a (32, 2048) LSTM
   gate split, forward, and as much again backward. gluon_dyn's `gluon_dyn_split`
   (src/operator/control_flow/split_op.cc) copies each part one contiguous run at
@@ -46,11 +50,12 @@ def rewritten(symbol, input_dtypes, input_shapes=None):
     graph = json.loads(symbol.tojson())
     nodes = graph["nodes"]
     float32 = _float32_outputs(symbol, input_dtypes)
+    deciding = graph_json.deciding_inputs(graph)
     replaced = False
     for index, node in enumerate(nodes):
         if not node["inputs"] or (node["inputs"][0][0], node["inputs"][0][1]) not in float32:
             continue
-        if node["op"] in ACTIVATIONS:
+        if node["op"] in ACTIVATIONS and index not in deciding:
             nodes[index] = dict(node, op="Activation",
                                 attrs=dict(node.get("attrs", {}),
                                            act_type=ACTIVATIONS[node["op"]]))
@@ -126,7 +131,7 @@ def _stacks_of_parts(graph, placed, rewired, shapes):
         rows = _rows_of(nodes, inputs) if axis == "0" else None
         if rows is None:
             continue
-        shape = graph_json.shape_of(rows, nodes, shapes)
+        shape = graph_json.shape_of(rows, shapes)
         if shape and shape[0] == len(inputs) and may_stand_for_it(rows):
             rewired[(index, 0)] = rows
             continue

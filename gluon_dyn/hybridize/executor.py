@@ -12,7 +12,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
-from . import (equivalent_ops, fused_cells, gradient_sums, guards, row_projections,
+from . import (arguments, equivalent_ops, fused_cells, gradient_sums, guards, row_projections,
                stacked_weight_gradients, stale_gradients)
 from .graph_choice import MeasuredGraphs
 from .capture import ArgumentInput
@@ -97,7 +97,10 @@ class GraphExecutor:
         if plan is None and self.tvm is not None:
             self.tvm.after_mxnet_run(self, inputs)
         outputs = results[:capture.num_outputs]
-        return Run(rebuild_outputs(capture.out_format, outputs))
+        mutables = [arguments.get(args, path) for path in capture.mutable_paths]
+        for write in capture.argument_writes:
+            write.apply(mutables, outputs)
+        return Run(rebuild_outputs(capture.out_format, outputs, mutables))
 
     def recording_report(self):
         """What the graph of recorded runs computes differently, or None before one ran."""

@@ -29,6 +29,7 @@ from mxnet import gluon
 
 from .. import graph_json
 from ..native import SPLIT_OP
+from .python_state import block_tree
 
 MIN_STEPS = 2
 
@@ -49,14 +50,10 @@ def _mode(cell):
 def cells_of(block):
     """{cell prefix: (cell, mode)} of the cells below `block` the operator computes."""
     found = {}
-
-    def visit(child):
+    for child in block_tree(block):
         mode = _mode(child)
         if mode is not None:
             found[child.prefix] = (child, mode)
-        for grandchild in child._children.values():     # pylint: disable=protected-access
-            visit(grandchild)
-    visit(block)
     return found
 
 

@@ -3,9 +3,10 @@
 The return value may nest lists, tuples (named ones too) and dicts of arrays and
 Python values. Its Symbols become the graph's outputs and a template keeps the rest:
 Python values, and arrays made outside the graph (constants it captured), as they
-are. Elements appended to a list under a branch or loop on a tensor (effects.py)
-come out with their presence flags, and the list is rebuilt with the elements the
-run produced: how many there are is read from the graph's outputs.
+are; a list, dict or object the call was given is returned as the caller's own.
+Elements appended to a list under a branch or loop on a tensor (effects.py) come
+out with their presence flags, and the list is rebuilt with the elements the run
+produced: how many there are is read from the graph's outputs.
 """
 import mxnet as mx
 
@@ -35,45 +36,68 @@ class _Present:
         return [value[int(row)] for row in flags.nonzero()[0]]
 
 
-def outputs_of(out, where):
-    """(the Symbols `out` holds, the template rebuild_outputs takes)."""
-    symbols = []
+class _Alias(int):
+    """In a template: a list, dict or object among the call's arguments (its index in
+    the call's mutable arguments), returned as the caller's own object, as the
+    forward as written returns it."""
 
-    def output(symbol):
-        symbols.append(symbol)
-        return _Output(len(symbols) - 1)
 
-    def template(value):
+class OutputTemplates:
+    """Templates of values a trace produced (the return value, the new contents of
+    the arguments it changed): their Symbols, collected in `symbols`, become graph
+    outputs; `aliases` maps id() of the call's mutable arguments to their index."""
+
+    def __init__(self, where, aliases=None):
+        self.where, self.aliases = where, aliases or {}
+        self.symbols = []
+
+    def template(self, value):
         if isinstance(value, mx.sym.Symbol):
-            return output(value)
+            return self._output(value)
+        if id(value) in self.aliases:
+            return _Alias(self.aliases[id(value)])
         if isinstance(value, effects.Conditional) and isinstance(value.value, mx.sym.Symbol):
-            return _Present(False, output(value.value), output(value.present))
+            return _Present(False, self._output(value.value), self._output(value.present))
         if isinstance(value, effects.Rows):
-            return _Present(True, output(value.stacked), output(value.valid))
+            return _Present(True, self._output(value.stacked), self._output(value.valid))
         if isinstance(value, (list, tuple)):
-            items = [template(item) for item in value]
+            items = [self.template(item) for item in value]
             return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
         if isinstance(value, dict):
-            return {key: template(item) for key, item in value.items()}
+            return {key: self.template(item) for key, item in value.items()}
         if isinstance(value, _PYTHON_VALUES):
             return value
         raise tracing.FallbackRequired("the forward returns a %s, not arrays and Python values"
-                                       % type(value).__name__, where)
-    return symbols, template(out)
+                                       % type(value).__name__, self.where)
+
+    def _output(self, symbol):
+        self.symbols.append(symbol)
+        return _Output(len(self.symbols) - 1)
 
 
-def rebuild_outputs(template, results):
-    """The forward's return value from a template and the graph's outputs."""
+def holds_alias(template):
+    """Whether a template returns one of the call's mutable arguments."""
+    if isinstance(template, _Alias):
+        return True
+    if isinstance(template, (list, tuple)):
+        return any(holds_alias(item) for item in template)
+    return isinstance(template, dict) and any(holds_alias(item) for item in template.values())
+
+
+def rebuild_outputs(template, results, mutables=()):
+    """A value from its template, the graph's outputs and the call's mutable arguments."""
     if isinstance(template, _Output):
         return results[template]
+    if isinstance(template, _Alias):
+        return mutables[template]
     if isinstance(template, (list, tuple)):
         items = []
         for item in template:
             if isinstance(item, _Present):
                 items += item.elements(results)
             else:
-                items.append(rebuild_outputs(item, results))
+                items.append(rebuild_outputs(item, results, mutables))
         return type(template)(*items) if hasattr(template, "_fields") else type(template)(items)
     if isinstance(template, dict):
-        return {key: rebuild_outputs(item, results) for key, item in template.items()}
+        return {key: rebuild_outputs(item, results, mutables) for key, item in template.items()}
     return template

@@ -1,12 +1,19 @@
 """The Python state of a block tree: what a forward may branch on (part of the cache
 key), the arrays kept on blocks (graph inputs and outputs), and the rollback that
-leaves a trace without side effects."""
+leaves a trace without side effects.
+
+A block's state is its public attributes and the private ones its own classes set
+(`self._prev_output` of Gluon's ZoneoutCell, `self._steps`): everything but the
+bookkeeping Gluon's Block, HybridBlock and recurrent cells keep for themselves
+(`_children`, `_cached_graph`, a cell's `_counter`, ...).
+"""
 import weakref
 
 import mxnet as mx
+from mxnet import gluon
 
 from . import tracing
-from .transpiler import global_reads
+from .transpiler import closure_cells, global_reads
 
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
 NUMBER_TYPES = (bool, int, float)
@@ -15,6 +22,16 @@ NUMBER_TYPES = (bool, int, float)
 _SKIPPED_TYPES = (mx.gluon.Block, mx.gluon.Parameter)
 _TENSORS = (mx.nd.NDArray, mx.sym.Symbol)
 _MISSING = object()
+# Gluon's own bookkeeping on blocks: the private attributes its base classes set
+# (a hybridized block's cached graph and CachedOp among them, and a recurrent
+# cell's call counter, which only numbers node names).
+_GLUON_ATTRIBUTES = frozenset(vars(gluon.rnn.HybridRecurrentCell())) | frozenset(
+    vars(gluon.nn.HybridSequential())) | {"_cached_op_args"}
+
+
+def is_state_attribute(name):
+    """Whether a block attribute of this name is the block's Python state."""
+    return name[0] != "_" or name not in _GLUON_ATTRIBUTES
 
 
 def _is_simple(value):
@@ -27,12 +44,6 @@ def python_state(block, unkeyed=frozenset()):
     attribute paths in `unkeyed`, which graphs take as inputs), and the
     module-level values converted code reads."""
     return tuple(item for item in _block_state(block) if item[0] not in unkeyed) + global_state()
-
-
-def global_containers():
-    """The module-level lists, dicts and sets converted code reads."""
-    return [namespace[name] for namespace, names in global_reads() for name in names
-            if isinstance(namespace.get(name), (list, dict, set))]
 
 
 def global_state():
@@ -74,33 +85,53 @@ def _block_state(block):
                  for item, container in walked[1])
 
 
+# Tree walks below are loops over a stack, not nested recursive functions: such a
+# function refers to itself through its closure, a reference cycle that would
+# keep what it found (blocks, arrays) alive until Python's cyclic collector runs.
+
 def _walk(block):
     """[(key item, the list/dict/set it keys, or None)] of the block tree."""
     entries = []
-
-    def visit(node, path):
+    for node, path in _nodes(block):
         # Filtered before sorting: a Gluon block holds many private attributes.
         for name, value in sorted((name, value) for name, value in vars(node).items()
-                                  if name[0] != "_" and not isinstance(value, _SKIPPED_TYPES)):
+                                  if is_state_attribute(name) and
+                                  not isinstance(value, _SKIPPED_TYPES)):
             if _is_simple(value):
                 entries.append(((path + name, value), None))
             elif isinstance(value, (list, dict, set)):
                 entries.append(((path + name, None), value))
             elif is_tensor_value(value):    # state: its arrays are graph inputs
-                entries.append(((path + name, ("len", len(value))), None))
+                entries.append(((path + name, tensors_key(value)), None))
         for child_name, child in node._children.items():
             # Which block: a replaced layer is a different graph (its parameters
             # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
             entries.append(((path + child_name, ("block", id(child))), None))
-            visit(child, path + child_name + ".")
-
-    visit(block, "")
     return entries
 
 
+def _nodes(block):
+    """(block, attribute path prefix) of the block tree, depth first, in order."""
+    found, pending = [], [(block, "")]
+    while pending:
+        node, path = pending.pop()
+        found.append((node, path))
+        pending.extend(reversed([(child, path + name + ".")
+                                 for name, child in node._children.items()]))
+    return found
+
+
 def _mutable_key(container):
-    # A list of arrays is state (its arrays are graph inputs): keyed by its length.
-    return ("len", len(container)) if is_tensor_value(container) else contents_key(container)
+    # A list of arrays is state (its arrays are graph inputs).
+    return tensors_key(container) if is_tensor_value(container) else contents_key(container)
+
+
+def tensors_key(value):
+    """What a graph taking the arrays of `value` (an array, or a list or tuple of
+    them) as inputs is specialised to: how many, their shapes and dtypes (a Symbol
+    left by a trace in progress: its name)."""
+    return ("arrays", tuple((v.shape, v.dtype) if isinstance(v, mx.nd.NDArray) else v.name
+                            for v in as_list(value)))
 
 
 # Items of a container keyed one by one; a larger one is keyed by its length and
@@ -129,10 +160,7 @@ def _item_key(item):
 
 def block_tree(block):
     """The block and all its descendants."""
-    blocks = [block]
-    for child in block._children.values():
-        blocks += block_tree(child)
-    return blocks
+    return [node for node, _ in _nodes(block)]
 
 
 def as_list(value):
@@ -154,25 +182,20 @@ def _holds_tensors(value):
     return any(isinstance(v, _TENSORS) for v in as_list(value))
 
 
-def public_attributes(block, keep=lambda value: True):
-    """path -> (owner, attribute, value) for the public attributes of the block tree
-    whose value `keep` accepts."""
+def state_attributes(block, keep=lambda value: True):
+    """path -> (owner, attribute, value) for the state attributes of the block tree
+    (is_state_attribute) whose value `keep` accepts."""
     found = {}
-
-    def visit(node, path):
+    for node, path in _nodes(block):
         for name, value in sorted(vars(node).items()):
-            if not name.startswith("_") and keep(value):
+            if is_state_attribute(name) and keep(value):
                 found[path + name] = (node, name, value)
-        for child_name, child in node._children.items():
-            visit(child, path + child_name + ".")
-
-    visit(block, "")
     return found
 
 
 def tensor_attributes(block):
-    """Public attributes of the block tree holding an array or a list/tuple of arrays."""
-    return public_attributes(block, is_tensor_value)
+    """State attributes of the block tree holding an array or a list/tuple of arrays."""
+    return state_attributes(block, is_tensor_value)
 
 
 def owner_of(block, path):
@@ -210,10 +233,17 @@ class Rollback:
     def __init__(self, block, where, number_paths=frozenset()):
         self.block, self.where = block, where
         self.number_paths = number_paths
-        self.saved = public_attributes(block)
-        self.containers = [(container, container.copy()) for container in
-                            [value for _, _, value in self.saved.values()
-                             if isinstance(value, (list, dict, set))] + global_containers()]
+        self.saved = state_attributes(block)
+        # Variables of modules and enclosing functions converted code may rebind
+        # (`global`, `nonlocal`), and the containers they hold.
+        self.variables = [_GlobalVariable(namespace, name) for namespace, names in global_reads()
+                          for name in names] + [_ClosureVariable(name, cell)
+                                                for name, cell in closure_cells()]
+        for variable in self.variables:
+            variable.value = variable.get()
+        self.containers = [(container, container.copy()) for container in _containers_within(
+            [value for _, _, value in self.saved.values()] +
+            [variable.value for variable in self.variables])]
         self.values_before = python_state(block)
 
     def __enter__(self):
@@ -235,6 +265,12 @@ class Rollback:
             raise tracing.FallbackRequired(
                 "the forward stores graph values into %s (a %s it keeps), which a graph cannot "
                 "write back" % leaked, self.where)
+        rebound = [variable.name for variable in self.variables
+                   if variable.get() is not variable.value]
+        if rebound:
+            self.undo(everything=True)
+            raise tracing.FallbackRequired("the forward rebinds %s, a variable outside it, while "
+                                           "it runs" % ", ".join(rebound), self.where)
         before = dict(self.values_before)
         changed = [name for name, value in python_state(self.block)
                    if name in before and before[name] != value]
@@ -246,9 +282,10 @@ class Rollback:
                                            % ", ".join(changed), self.where)
 
     def undo(self, everything):
-        """Put public attributes back as they were: all of them (and the containers'
-        contents), or only those holding arrays or Symbols."""
-        for path, (owner, attr, value) in public_attributes(self.block).items():
+        """Put state attributes back as they were: all of them (and the containers'
+        contents and the variables outside the forward), or only those holding
+        arrays or Symbols."""
+        for path, (owner, attr, value) in state_attributes(self.block).items():
             if path not in self.saved and (everything or _holds_tensors(value)):
                 delattr(owner, attr)
         for path, (owner, attr, value) in self.saved.items():
@@ -256,6 +293,8 @@ class Rollback:
             if now is not value and (everything or _holds_tensors(value) or _holds_tensors(now)):
                 setattr(owner, attr, value)
         if everything:
+            for variable in self.variables:
+                variable.set(variable.value)
             # Refilled unconditionally: comparing contents would compare arrays elementwise.
             for container, contents in self.containers:
                 container.clear()
@@ -277,12 +316,84 @@ class Rollback:
         return changed
 
     def _holding_symbols(self):
-        """(name, kind) of the first attribute or kept container the trace left a Symbol in."""
-        for path, (_, _, value) in public_attributes(self.block).items():
-            if isinstance(value, mx.sym.Symbol):
+        """(name, kind) of the first attribute, kept container or outside variable the
+        trace left a Symbol in, at any depth."""
+        for path, (_, _, value) in state_attributes(self.block).items():
+            if holds_symbol(value):
                 return path, "attribute"
         for container, _ in self.containers:
-            values = container.values() if isinstance(container, dict) else container
-            if any(isinstance(v, mx.sym.Symbol) for v in values):
+            if holds_symbol(container):
                 return "a container", type(container).__name__
+        for variable in self.variables:
+            if holds_symbol(variable.get()):
+                return variable.name, "variable"
         return None
+
+
+def _containers_within(values, depth=4):
+    """The lists, dicts and sets among `values` and inside them, `depth` levels down,
+    each once."""
+    found, seen, level = [], set(), list(values)
+    for _ in range(depth):
+        deeper = []
+        for value in level:
+            if isinstance(value, (list, dict, set)) and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+            if isinstance(value, (list, tuple, set, frozenset)):
+                deeper.extend(value)
+            elif isinstance(value, dict):
+                deeper.extend(value.values())
+        level = deeper
+    return found
+
+
+def holds_symbol(value, depth=4):
+    """Whether `value` is a Symbol or holds one in its lists, tuples, dicts and sets,
+    `depth` levels down."""
+    if isinstance(value, mx.sym.Symbol):
+        return True
+    if depth == 0:
+        return False
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        return False
+    return any(holds_symbol(item, depth - 1) for item in value)
+
+
+class _GlobalVariable:
+    """A module-level variable converted code reads or assigns."""
+
+    def __init__(self, namespace, name):
+        self.namespace = namespace
+        self.name = "%s.%s" % (namespace.get("__name__", "?"), name)
+        self.key = name
+
+    def get(self):
+        return self.namespace.get(self.key, _MISSING)
+
+    def set(self, value):
+        if value is _MISSING:
+            self.namespace.pop(self.key, None)
+        else:
+            self.namespace[self.key] = value
+
+
+class _ClosureVariable:
+    """A variable of a function enclosing converted code (a closure cell)."""
+
+    def __init__(self, name, cell):
+        self.name, self.cell = name, cell
+
+    def get(self):
+        try:
+            return self.cell.cell_contents
+        except ValueError:      # not assigned yet
+            return _MISSING
+
+    def set(self, value):
+        if value is _MISSING:
+            del self.cell.cell_contents
+        else:
+            self.cell.cell_contents = value

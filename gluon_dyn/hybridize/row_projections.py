@@ -39,7 +39,7 @@ def batched(symbol, input_shapes):
     shapes = graph_json.output_shapes(symbol, input_shapes)
     placed, rewired = {}, {}
     for (rows_entry, embedding, parameters, attrs), by_row in groups.items():
-        shape = graph_json.shape_of(rows_entry, nodes, shapes)
+        shape = graph_json.shape_of(rows_entry, shapes)
         if shape is None or len(shape) != (2 if embedding else 3) or 0 in shape \
                 or 2 * len(by_row) < shape[0] or max(by_row) >= shape[0]:
             continue

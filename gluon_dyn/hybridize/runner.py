@@ -17,6 +17,7 @@ from ..origin import function_location, user_stacklevel
 from . import arguments, fused_cells, graph_breaks, speculation, tracing
 from .cache_key import GraphCache, ShapeLadder, key_for
 from .capture import ExportError, Tracer
+from .deferred_init import DeferredParameters
 from .executor import GraphExecutor
 from .frames import room_for_converted_code
 from .recursion import NOT_SERVED, RecursionEngine
@@ -25,6 +26,7 @@ from .served import CallCounts, Served
 from .speed_check import GRAPH, SpeedCheck
 from .transpiler import as_written, convert_block
 from .tvm_backend import TvmBackend
+from .weak_binding import BlockReference
 
 # Calls whose arguments need a new graph, before structures that keep changing
 # (say, a different parse tree on every call) make the block run as Python.
@@ -47,31 +49,44 @@ class BlockRunner:
         self.options = dict(profile_calls=profile_calls, speculate=speculate,
                             max_guard_failures=max_guard_failures, check_speed=check_speed,
                             backend=backend, backend_options=backend_options)
-        self.block = block
+        self._block = BlockReference(block)    # weakly: the block holds the runner
         self.function = function or type(block).forward
-        self.original = self.function.__get__(block)
-        self.forward, self.converted = convert_block(block, function)
+        self._forward, self.converted = convert_block(block, function)
         self.profile = profile or speculation.Profile(max_guard_failures)
         self.profile_calls = profile_calls if speculate and profile is None else 0
-        self.tracer = Tracer(block, self.forward, not isinstance(block, gluon.HybridBlock),
+        self.tracer = Tracer(self._block, self._forward, not isinstance(block, gluon.HybridBlock),
                              self.profile if speculate else None,
-                             function_location(function or _user_forward(block)),
-                             arguments_are_locals=function is not None)
+                             function_location(function or _user_forward(block)))
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
         # A forward recursing over Python data runs on compiled bodies, not a graph
         # per structure (recursion/).
-        self.recursion = RecursionEngine.for_block(block, self.forward, self.tvm)
+        self.recursion = RecursionEngine.for_block(block, self._forward, self.tvm)
         self.calls = CallCounts()
         self.fallback = None            # why the block runs as Python, once it does
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
         self.guard_failures = []
         self.segments = None            # a SegmentedForward once the forward has graph breaks
         self.warned_slower = False      # said once that the speed check chose Python
+        self.deferred_calls = 0         # run as written to initialize deferred parameters
         self.running = False
-        self.last_args = None           # of the latest call: what `export` traces
+        self.last_call = None           # the latest call's ArgumentSkeleton: what `export` traces
         self.lock = threading.RLock()
+
+    @property
+    def block(self):
+        return self._block()
+
+    @property
+    def original(self):
+        """The forward (or part) as written, bound to the block."""
+        return self.function.__get__(self.block)
+
+    @property
+    def forward(self):
+        """The converted forward (or part), bound to the block."""
+        return self._forward.__get__(self.block)
 
     def __call__(self, *args):
         # One call at a time per network: profiles, the graph cache and the
@@ -81,7 +96,7 @@ class BlockRunner:
                 # A recursive call (a tree model calling its own forward) is part of
                 # the call already being run, or traced: inline it.
                 return self.forward(*args)
-            self.last_args = args
+            self.last_call = arguments.ArgumentSkeleton(args)
             if self.fallback is not None:
                 self.calls.note(Served.FALLBACK)
                 return self.original(*args)
@@ -96,15 +111,18 @@ class BlockRunner:
             finally:
                 self.running = False
 
+    def _profiled(self, args):
+        self.calls.note(Served.PROFILING)
+        with speculation.profiling(self.profile):
+            return self.forward(*args)
+
     def served_on_graphs(self):
         """Whether the latest call ran on graphs (or graph segments)."""
         return self.calls.last is not None and self.calls.last.on_graph
 
     def _call(self, args):
         if self.calls.total < self.profile_calls:
-            self.calls.note(Served.PROFILING)
-            with speculation.profiling(self.profile):
-                return self.forward(*args)
+            return self._profiled(args)
         if self.recursion is not None and self.recursion.serving:
             try:
                 result = self.recursion.serve(args)
@@ -140,6 +158,12 @@ class BlockRunner:
             capture = self.tracer.capture(args, layout, exact=not self.ladder.open_dims())
         except ControlFlowError:
             raise
+        except DeferredParameters as error:
+            # Gluon initializes them on a call as written: one more profiling call.
+            self.deferred_calls += 1
+            if self.deferred_calls > MISSES_BEFORE_GIVING_UP:
+                return self._fall_back("%s on %d calls" % (error, self.deferred_calls), args)
+            return self._profiled(args)
         except tracing.FallbackRequired as error:
             refused = self._split(error) if error.breakable else None
             if self.segments is not None:
@@ -217,7 +241,7 @@ class BlockRunner:
         except graph_breaks.CannotSplit as reason:
             return "no graph segments around it: %s" % reason
         self.segments = SegmentedForward(
-            self.block, parts, lambda function: BlockRunner(
+            self._block, parts, lambda function: BlockRunner(
                 self.block, function=function, profile=self.profile, **self.options),
             [{"at": error.location, "why": error.reason}])
         warnings.warn("gluon_dyn: %s.%s runs as graph segments around %s: %s"
@@ -257,16 +281,13 @@ class BlockRunner:
         """The general graph of the forward (capture.ExportOptions), traced on the
         latest call's arguments; an ExportError names what cannot be exported."""
         with self.lock:
-            if self.last_args is None:
+            if self.last_call is None:
                 raise ExportError("call %s once before export: the call gives the arguments' "
                                   "structure, dtypes and ranks" % type(self.block).__name__)
             try:
-                layout = arguments.ArgumentLayout(self.last_args)
-                objects = [part[1] for part in layout.structure if part[0] == "object"]
-                if objects:
-                    raise ExportError("an argument is a Python object (%s); an exported graph "
-                                      "takes arrays" % objects[0])
-                return self.tracer.capture(self.last_args, layout, exact=False, export=options)
+                args = self.last_call.arguments()
+                layout = arguments.ArgumentLayout(args)
+                return self.tracer.capture(args, layout, exact=False, export=options)
             except (arguments.Unsupported, tracing.FallbackRequired) as error:
                 raise ExportError(str(error)) from None
 

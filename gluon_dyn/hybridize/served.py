@@ -14,6 +14,7 @@ class Served(enum.Enum):
     RAISED = "as written: the trace stopped on an error the program raises"
     SEGMENTS = "graph segments around statements that run as Python (graph breaks)"
     SEGMENTS_IN_PYTHON = "graph segments around graph breaks, some of which ran as Python"
+    BREAKS_ONLY = "as written: the forward returned in a graph break before any graph segment ran"
 
     @property
     def on_graph(self):

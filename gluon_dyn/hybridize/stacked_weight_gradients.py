@@ -24,6 +24,9 @@ sums, made in another order. Done for graphs traced for exact shapes, for weight
 and biases that are graph inputs (parameters), when each step's rows and output
 gradients together are no larger than the weight (rows * (inputs + outputs) <=
 inputs * outputs), where stacking costs less than the T gradients it replaces.
+The steps of one stack are the products of one weight, bias, attributes and
+output shape, a shape MXNet infers before the graph runs: a product reading a
+`_cond` or `_while_loop` output keeps its own gradient.
 """
 import dataclasses
 import functools
@@ -138,14 +141,16 @@ def stacked(symbol, input_shapes):
     if not groups:
         return None
     shapes = graph_json.output_shapes(symbol, input_shapes)
+    readers = graph_json.readers(graph)     # of the graph as given: the loop changes it
     placed, rewired, heads, products = {}, {}, [], []
-    for (weight, bias, _), steps in groups.items():
-        product = _planned(nodes, shapes, weight, bias, steps)
+    for (weight, bias, _, step_shape), steps in _of_one_shape(groups, shapes).items():
+        earlier = sum(product.weight == nodes[weight]["name"] for product in products)
+        product = _planned(nodes, shapes, weight, bias, steps, step_shape, earlier)
         if product is None:
             continue
         gradients = graph_json.node("null", product.step_gradients, [])
         parameters = _blocked_parameters(product, placed.setdefault(weight, []))
-        folded = _split_rows_added_to(graph, steps, shapes, product.gradients_shape)
+        folded = _split_rows_added_to(nodes, readers, steps, shapes, product.gradients_shape)
         if folded is not None:
             # Each product is added to one step of rows split along their first axis
             # (row_projections' input products): K is added to those rows instead, and
@@ -175,7 +180,7 @@ def stacked(symbol, input_shapes):
                                         [[data_gradient_only, 0, 0], [by_step, step, 0]])
                 placed[index].append(added)
                 rewired[(index, 0)] = [added, 0, 0]
-            rows.append(data if len(graph_json.shape_of(data, nodes, shapes) or ()) == 2 else
+            rows.append(data if len(graph_json.shape_of(data, shapes) or ()) == 2 else
                         [graph_json.node("Reshape", fc["name"] + "_rows", [data],
                                          shape="(-1, %d)" % product.inputs), 0, 0])
         # after the last node: these read every step's rows
@@ -186,6 +191,11 @@ def stacked(symbol, input_shapes):
     if not products:
         return None
     graph_json.rewire(graph, rewired)
+    # A step reading an earlier step's product (FC(FC(h))) reads it with its step
+    # gradient added, so that its data gradient reaches G; read as it was, the
+    # product would run twice, once with its own weight gradient.
+    graph_json.rewire({"nodes": [new for each in placed.values() for new in each], "heads": []},
+                      rewired)
     graph["heads"] = graph["heads"] + heads
     return StackedGradients(graph_json.load_symbol(graph_json.with_nodes_after(graph, placed)),
                             products, symbol.list_inputs())
@@ -216,12 +226,11 @@ def _transposed_rows_output(product, rows, placed):
     return [blocked, 0, 0]
 
 
-def _split_rows_added_to(graph, steps, shapes, gradients_shape):
+def _split_rows_added_to(nodes, readers, steps, shapes, gradients_shape):
     """(split node index, `steps` in the split's order) when each product's output
     is read once, by an elemwise_add with one output of one split along the first
     axis (squeezed, an output per step, each read by that add alone) of rows shaped
-    `gradients_shape`; else None."""
-    nodes, readers = graph["nodes"], graph_json.readers(graph)
+    `gradients_shape`; else None. `readers`: graph_json.readers of `nodes`' graph."""
     split, order = None, {}
     for index in steps:
         (reader, position), *others = readers.get((index, 0), [(None, None)])
@@ -235,7 +244,7 @@ def _split_rows_added_to(graph, steps, shapes, gradients_shape):
         order[other[1]] = index
     if not _splits_first_axis(nodes[split], len(steps)) or sorted(order) != \
             list(range(len(steps))) or graph_json.shape_of(
-                nodes[split]["inputs"][0], nodes, shapes) != gradients_shape:
+                nodes[split]["inputs"][0], shapes) != gradients_shape:
         return None
     return split, [order[k] for k in range(len(steps))]
 
@@ -263,24 +272,42 @@ def _repeated_products(nodes):
     return {key: steps for key, steps in groups.items() if len(steps) >= MIN_STEPS}
 
 
-def _planned(nodes, shapes, weight, bias, steps):
-    """The StackedProduct of the products `steps`, or None where their shapes are
-    unknown or differ, or stacking would cost more than it saves."""
-    weight_shape = graph_json.shape_of([weight, 0], nodes, shapes)
-    outputs = {graph_json.shape_of([index, 0], nodes, shapes) for index in steps}
-    if weight_shape is None or len(weight_shape) != 2 or len(outputs) != 1 or None in outputs:
+def _of_one_shape(groups, shapes):
+    """The `groups` of _repeated_products split by their products' output shapes
+    (`shapes`: graph_json.output_shapes), {key + (shape,): indices}, those still
+    repeated. A product whose output's shape is unknown (it reads a `_cond` or
+    `_while_loop` output) is no step: its rows are not known."""
+    split = {}
+    for key, steps in groups.items():
+        for index in steps:
+            shape = graph_json.shape_of([index, 0], shapes)
+            if shape is not None:
+                split.setdefault(key + (shape,), []).append(index)
+    return {key: steps for key, steps in split.items() if len(steps) >= MIN_STEPS}
+
+
+def _planned(nodes, shapes, weight, bias, steps, step_shape, earlier):
+    """The StackedProduct of the products `steps` (each output shaped `step_shape`),
+    or None where the weight's shape is unknown or stacking would cost more than it
+    saves. `earlier`: how many products of this weight were planned before this
+    one (products of other attributes or shapes), which its new inputs' names count."""
+    weight_shape = graph_json.shape_of([weight, 0], shapes)
+    if weight_shape is None or len(weight_shape) != 2:
         return None
-    step_shape = outputs.pop()
     hidden, features = weight_shape
     rows = 1
     for size in step_shape[:-1]:      # a step's rows, its output (rows, hidden) flattened
         rows *= size
-    if rows == 0 or rows * (hidden + features) > hidden * features:
+    if rows * (hidden + features) > hidden * features:
         return None
     name = nodes[weight]["name"]
+    # the new inputs' names, one set per product: two would be one input
+    suffix = "_%d" % earlier if earlier else ""
     return StackedProduct(
         weight=name, bias=nodes[bias]["name"] if bias is not None else None,
-        step_gradients=name + "_step_gradients", detached_weight=name + "_without_gradient",
-        detached_bias=nodes[bias]["name"] + "_without_gradient" if bias is not None else None,
+        step_gradients=name + "_step_gradients" + suffix,
+        detached_weight=name + "_without_gradient" + suffix,
+        detached_bias=nodes[bias]["name"] + "_without_gradient" + suffix
+        if bias is not None else None,
         gradients_shape=(len(steps),) + tuple(step_shape), inputs=features,
         outputs=hidden)

@@ -39,8 +39,9 @@ class Trace:
         self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
         self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
-        # Names of one-element Symbols standing for a Python int (a graph loop's
-        # counter over range()): indexing with one drops the axis, as an int does.
+        # Output names of one-element Symbols standing for a Python int (a graph
+        # loop's counter, an int a graph loop or branch carries, a size read from a
+        # shape): indexing with one drops the axis, as an int does.
         self.scalar_indices = set()
         # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
         # branches and loops that read it (stale_gradients.py).
@@ -285,9 +286,24 @@ def loop_bound(location):
 
 
 def scalar_index(symbol):
-    """`symbol` (one element) stands for a Python int in traced code."""
-    current().scalar_indices.add(symbol.name)
+    """`symbol` (one element) stands for a Python int in the trace in progress (if any:
+    converted code may also run on Symbols outside a Block's trace)."""
+    trace = current()
+    if trace is not None:
+        trace.scalar_indices.add(_output_name(symbol))
     return symbol
+
+
+def is_scalar_index(symbol):
+    """Whether `symbol` was marked by scalar_index in the trace in progress."""
+    trace = current()
+    return trace is not None and _output_name(symbol) in trace.scalar_indices
+
+
+def _output_name(symbol):
+    # An output's own name: the outputs of one node (a while_loop's carried values)
+    # share the node's name, but not their output names.
+    return symbol.list_outputs()[0]
 
 
 def add_guard(guard):

@@ -10,7 +10,6 @@ graph operators, while Python values keep Python semantics.
 # malt 2.15.3 calls importlib.util without importing it.
 import contextlib
 import importlib.util  # noqa: F401
-import types
 
 import malt
 from malt.core import config
@@ -19,7 +18,9 @@ from mxnet import gluon
 
 from .. import origin
 from . import operators
-from .converters import augmented_assignment, binary_operators, context_managers, subscripts
+from .converters import (augmented_assignment, binary_operators, context_managers,
+                         global_declarations, subscripts)
+from .weak_binding import WeakMethod
 
 
 class Transpiler(api.PyToPy):
@@ -30,6 +31,7 @@ class Transpiler(api.PyToPy):
         node = augmented_assignment.transform(node, ctx)
         node = binary_operators.transform(node, ctx)
         node = context_managers.transform(node, ctx)
+        node = global_declarations.transform(node, ctx)
         return subscripts.transform(node, ctx)
 
     def get_extra_locals(self):
@@ -45,6 +47,9 @@ class Transpiler(api.PyToPy):
             namespace = function.__globals__
             _, names = _global_reads.setdefault(id(namespace), (namespace, set()))
             names |= _global_names(function.__code__)
+        if getattr(function, "__closure__", None):
+            _closure_cells[id(function)] = list(zip(function.__code__.co_freevars,
+                                                    function.__closure__))
         return transformed, module, source_map
 
 
@@ -55,6 +60,9 @@ CONVERSION_RULES = (config.DoNotConvert("mxnet"), config.DoNotConvert("gluon_dyn
 _converted = {}
 # id(module globals) -> (module globals, names its converted functions read).
 _global_reads = {}
+# id(converted function) -> [(name, cell)] of the enclosing functions' variables it uses
+# (malt's converted code keeps the functions, and so their cells, alive anyway).
+_closure_cells = {}
 
 
 def _global_names(code):
@@ -68,6 +76,11 @@ def _global_names(code):
 def global_reads():
     """(module globals, names its converted functions read), per module."""
     return list(_global_reads.values())
+
+
+def closure_cells():
+    """(name, cell) of the variables of enclosing functions that converted functions use."""
+    return [variable for cells in _closure_cells.values() for variable in cells]
 
 
 def convert(function):
@@ -85,7 +98,7 @@ def converted_source(function):
 
 def convert_block(block, function=None):
     """Convert what `hybridize(dynamic=True)` runs for `block`; returns (the converted
-    forward, the names of the converted methods).
+    forward, unbound, and the names of the converted methods).
 
     A plain Block's forward (or `function`, a part of it: graph_breaks.py) is
     converted, and its plain child Blocks' forwards in place: code written for
@@ -94,15 +107,15 @@ def convert_block(block, function=None):
     HybridBlocks are converted in place (code written for `F`).
     """
     if isinstance(block, gluon.HybridBlock):
-        forward, names, method = type(block).forward.__get__(block), [], "hybrid_forward"
+        forward, names, method = type(block).forward, [], "hybrid_forward"
         converting = _user_hybrid_blocks(block)
     else:
         function = function or type(block).forward
-        forward = convert(function).__get__(block)
+        forward = convert(function)
         names, method = ["%s.%s" % (type(block).__name__, function.__name__)], "forward"
         converting = _plain_children(block)
     for node in converting:
-        setattr(node, method, convert(getattr(type(node), method)).__get__(node))
+        setattr(node, method, WeakMethod(convert(getattr(type(node), method)), node))
         names.append("%s.%s" % (type(node).__name__, method))
     return forward, names
 
@@ -114,9 +127,9 @@ def as_written(block, names):
     set_aside = []
     for node in _tree(block):
         for method in ("forward", "hybrid_forward"):
-            # A bound method: a plain Block's own forward is its runner, kept.
+            # A plain Block's own forward is its runner, kept.
             if "%s.%s" % (type(node).__name__, method) in names and \
-                    isinstance(vars(node).get(method), types.MethodType):
+                    isinstance(vars(node).get(method), WeakMethod):
                 set_aside.append((node, method, vars(node).pop(method)))
     try:
         yield

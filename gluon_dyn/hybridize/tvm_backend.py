@@ -12,14 +12,12 @@ open) gets one plan with those dims symbolic, and the rows a boolean_mask keeps
 are symbolic in every plan, so a new size compiles nothing; where symbolic dims
 cannot be had (a graph typed by running), a plan per set of input shapes (at
 most MAX_PLANS per graph). Training calls keep MXNet's CachedOp, and its
-backward. A graph TVM cannot serve runs in MXNet, with the reason in the block's
-report.
+backward. Where TVM fails (a plan not built, a converter that raises, a segment
+that does not compile or run), MXNet runs that work: every failure of the
+block's plans is listed in its report, and the first is said as a warning.
 """
-import warnings
-
 from mxnet import autograd
 
-from ..origin import user_stacklevel
 from .capture import ParameterInput
 
 MAX_PLANS = 8
@@ -29,9 +27,12 @@ EVERY_SIZE = "every size"   # the key of a graph's plan with symbolic dims
 class TvmBackend:
     def __init__(self, **options):
         import tvm_bridge  # imported only when asked for: TVM takes a second to load
+        from tvm_bridge import failures
         self._segmented_graph = tvm_bridge.SegmentedGraph
+        self._failures = failures
         self.options = options
-        self.failures = []   # why graphs (or shapes) run in MXNet instead
+        self.failures = []   # where TVM failed and MXNet runs instead (tvm_bridge/failures.py)
+        self._say = failures.warn_first()   # once per block
         self.plans_built = self.functions_built = 0
 
     def plan_for(self, executor, inputs):
@@ -75,7 +76,7 @@ class TvmBackend:
             plan = self._segmented_graph(symbol, symbol.list_inputs(), inputs,
                                          parameter_names=list(parameters),
                                          symbolic_dims=symbolic_dims, whole_symbol=whole,
-                                         **self.options)
+                                         on_failure=self._failed, **self.options)
             # The graph cache (or the recursion engine) guarantees the input shapes and
             # dtypes the plan was built for.
             plan.check_inputs = False
@@ -83,16 +84,22 @@ class TvmBackend:
             self.functions_built += sum(step.function is not None for step in plan.steps)
             return plan
         except Exception as error:  # noqa: BLE001 - MXNet runs what TVM cannot
-            reason = "%s: %s" % (type(error).__name__, error)
-            what = ("a graph runs in MXNet, not TVM" if instead == "MXNet" else
-                    "no plan with symbolic dims %s, so %s" % (symbolic_dims, instead))
-            self.failures.append("%s: %s" % (what, reason))
-            warnings.warn("gluon_dyn: %s: %s" % (what, reason), stacklevel=user_stacklevel())
+            failures = self._failures
+            what = ("building a plan" if symbolic_dims is None else
+                    "building a plan with symbolic dims %s" % symbolic_dims)
+            self._failed(failures.failure(failures.PLAN, what, failures.describe(error),
+                                          "%s runs the graph" % instead))
             return None
+
+    def _failed(self, record):
+        self.failures.append(record)
+        self._say(record)
 
     def report(self, executors):
         """Per cached graph, per input shapes: where each segment ran and its times;
-        the plans and compiled TVM functions built so far (for every graph)."""
+        the plans and compiled TVM functions built so far (for every graph); and
+        "failures": where TVM failed and what runs instead ({"stage": "plan",
+        "converter", "compile" or "run", "what", "why", "instead"})."""
         return {"plans": [plan.report() for executor in executors
                           for plan in executor.tvm_plans.values() if plan],
                 "plans_built": self.plans_built, "functions_built": self.functions_built,

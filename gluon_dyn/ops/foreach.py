@@ -101,8 +101,9 @@ def _foreach_symbol(body, flat_data, data_fmt, flat_states, state_fmt, name):
                 "_foreach needs every shape in its body before it runs, and _cond/_while_loop "
                 "learn theirs only while running, so the loop runs as a while_loop whose "
                 "per-step outputs are allocated up front. hybridize(dynamic=True) knows the rows; "
-                "plain hybridize does not. Carry the values as states instead, or use while_loop "
-                "with max_iterations for the outer loop")
+                "plain hybridize does not; with the Symbol API, declare the data's shape "
+                "(mx.sym.var(name, shape=...)). Carry the values as states instead, or use "
+                "while_loop with max_iterations for the outer loop")
         return _foreach_as_while_loop(body, flat_data, data_fmt, flat_states, state_fmt, name,
                                       rows)
     num_out_data = traced["num_out"] + body_graph.num_extra

@@ -15,6 +15,7 @@ from mxnet.attribute import AttrScope
 from mxnet.base import SymbolHandle, _LIB, check_call
 
 from .. import native
+from ..graph_json import UNINFERABLE_OPS, holds_ops
 from .gradient_flow import gradient_dead_outputs
 
 _SCOPE_ATTR = "__subgraph_name__"
@@ -37,11 +38,25 @@ row_counters = []
 
 
 def known_rows(symbol):
+    """The number of rows of `symbol`: from a row counter, else from the shapes its
+    variables declare (`mx.sym.var(name, shape=...)`), else None."""
     for count in row_counters:
         rows = count(symbol)
         if rows is not None:
             return rows
-    return None
+    return _declared_rows(symbol)
+
+
+def _declared_rows(symbol):
+    # MXNet cannot infer the shapes after a _cond or _while_loop, and must not be
+    # asked about gluon_dyn's own operators with shapes unknown (native.LIBRARY_OPS).
+    if holds_ops(symbol, UNINFERABLE_OPS, nested=False) or holds_ops(symbol, native.LIBRARY_OPS):
+        return None
+    try:
+        shape = symbol.infer_shape_partial()[1][0]
+    except mx.base.MXNetError:
+        return None
+    return shape[0] if shape and 0 not in shape else None
 
 
 # Callables told, for each cond branch and loop body built, which outer values it

@@ -96,6 +96,28 @@ def _select(flag, new, old):
     return mx.sym.reshape_like(mx.sym.where(mask, mx.sym.reshape(new, shape=(-1,)), flat_old), old)
 
 
+def _zero_padding(stacked, count, max_iterations):
+    """Each of `stacked` (per-step outputs of max_iterations rows) with the rows from
+    `count` on, uninitialised memory in MXNet's output, replaced by zeros.
+
+    Each row is taken from the output extended by one zero row: itself if its step
+    ran, else the zero row. A product with a mask would turn NaN garbage into NaN,
+    and `where` or `reshape_like`, whose backward nodes have fewer outputs than
+    their forward nodes have inputs, fail the backward of MXNet's executor
+    (Symbol.bind, Module) on a graph with dynamic shapes ("in_array.size() ==
+    out_array.size()"). The row indices come from the output itself: _while_loop's
+    outputs have no shape until it runs, and that executor fails with "Shape is
+    unknown" on a broadcast between a shape it knows, such as
+    arange(max_iterations)'s, and one it does not.
+    """
+    rows = mx.sym.contrib.arange_like(stacked[0], axis=0)
+    ran = mx.sym.broadcast_lesser(rows, count)
+    index = mx.sym.BlockGrad((rows - max_iterations) * ran + max_iterations)
+    return [mx.sym.take(mx.sym.concat(
+        output, mx.sym.zeros_like(mx.sym.slice_axis(output, axis=0, begin=0, end=1)), dim=0),
+        index, axis=0) for output in stacked]
+
+
 def _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations):
     outputs = StepOutputs(OP)
     step = 0
@@ -202,16 +224,9 @@ def _while_symbol(cond, func, flat_vars, var_fmt, max_iterations, name):
         max_iterations=max_iterations, num_out_data=num_out, num_outputs=num_out + num_carried,
         cond_input_locs=[PRED, FIRST][:1 + bool(num_out)], func_input_locs=func_locs,
         func_var_locs=var_locs)
-    # Rows past the last step are uninitialised memory in MXNet's output: select
-    # zeros there (a product with a mask would turn NaN garbage into NaN). The row
-    # indices come from the output itself: _while_loop's outputs have no shape until
-    # it runs, and MXNet's executor (Symbol.bind) fails with "Shape is unknown" on a
-    # broadcast between a shape it knows, such as arange(max_iterations)'s, and one
-    # it does not, while it runs an expression whose shapes are all unknown.
     outputs = []
     if num_out:
-        ran = mx.sym.broadcast_lesser(mx.sym.contrib.arange_like(node[0], axis=0),
-                                      node[num_out + COUNT])
-        outputs = [mx.sym.where(ran, node[i], mx.sym.zeros_like(node[i])) for i in range(num_out)]
+        outputs = _zero_padding([node[i] for i in range(num_out)], node[num_out + COUNT],
+                                max_iterations)
     final = [node[num_out + i] for i in range(num_vars)]
     return regroup(outputs, traced["out_fmt"]), final

@@ -6,6 +6,12 @@
  * TVM's runtime, its MXNet segments as MXNet CachedOps. A call whose array shapes differ from
  * those a TVM segment was compiled for runs as the MXNet graph of prefix-symbol.json instead.
  *
+ * Integrity: export also writes prefix-checksums.json, the size and CRC-32 of each file it
+ * wrote. gd_model_load checks every file it reads against it first and refuses, naming the
+ * file, one that is not listed, truncated or damaged; a model without prefix-checksums.json is
+ * refused too (for MXNet files exported without gluon_dyn that you trust,
+ * `python -m gluon_dyn.export.record_checksums PREFIX` writes one).
+ *
  * Inputs may take any shape the graph accepts, on every call; loops run as many steps as the
  * data says. The library finds libmxnet.so, TVM's runtime and gluon_dyn's operator library by
  * itself (paths recorded when it was built): no environment variable is needed. The first load
@@ -34,7 +40,8 @@ extern "C" {
 typedef struct gd_model gd_model;
 
 /* Reads prefix-symbol.json and prefix-0000.params (and prefix-plan.json with its segment
-   libraries, when present). NULL on failure; gd_last_error() says why. */
+   libraries, when present), each checked against prefix-checksums.json first. NULL on
+   failure; gd_last_error() says why, naming the file. */
 gd_model *gd_model_load(const char *prefix);
 
 /* The message of the calling thread's last failure ("" when there was none). Valid until the

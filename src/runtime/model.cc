@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <climits>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -31,10 +29,6 @@ struct TypesDiffer {
 };
 
 bool exists(const std::string &path) { return static_cast<bool>(std::ifstream(path)); }
-
-void require_file(const std::string &path) {
-  if (!std::ifstream(path)) throw Error(path + ": cannot be opened (" + std::strerror(errno) + ")");
-}
 
 std::string directory_of(const std::string &path) {
   size_t slash = path.rfind('/');
@@ -139,17 +133,20 @@ std::string blamed_operator(const std::string &message) {
 
 Model::Model(const std::string &prefix) {
   load_operator_library();
+  // Every file is checked against the export's record before anything parses it.
+  ExportChecksums checksums(prefix);
   std::string symbol_path = prefix + "-symbol.json", params_path = prefix + "-0000.params";
   std::string plan_path = prefix + "-plan.json";
   std::string directory = directory_of(prefix);
   std::optional<JsonValue> manifest;
   if (exists(plan_path)) {
+    checksums.verify(plan_path);
     manifest = read_plan(plan_path);
     symbol_path = directory + "/" + (*manifest)["graph"].string();
     params_path = directory + "/" + (*manifest)["parameters"].string();
   }
-  require_file(symbol_path);
-  require_file(params_path);
+  checksums.verify(symbol_path);
+  checksums.verify(params_path);
   mx::Symbol symbol = mx::Symbol::from_file(symbol_path);
   std::map<std::string, mx::NDArray> params = mx::load_params(params_path);
   check_parameters(symbol, params, symbol_path, params_path);
@@ -180,7 +177,7 @@ Model::Model(const std::string &prefix) {
   if (manifest) {
     plan_ = std::make_unique<Program>();
     plan_->num_slots = num_fixed_;
-    load_plan(*manifest, directory, slots);
+    load_plan(*manifest, directory, checksums, slots);
   }
   values_.resize(std::max(graph_.num_slots, plan_ ? plan_->num_slots : 0));
 }
@@ -204,7 +201,7 @@ Model::Step Model::graph_step(mx::Symbol symbol, const std::string &origin, bool
 }
 
 void Model::load_plan(const JsonValue &manifest, const std::string &directory,
-                      std::map<std::string, size_t> &slots) {
+                      const ExportChecksums &checksums, std::map<std::string, size_t> &slots) {
   bool static_shape = manifest["static_shape"].boolean();
   JsonValue steps = manifest["steps"];
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -216,10 +213,12 @@ void Model::load_plan(const JsonValue &manifest, const std::string &directory,
                         entry.where(), static_shape, slots, *plan_);
     } else if (backend == "tvm") {
       step.origin = directory + "/" + entry["library"].string();
+      std::string signature = directory + "/" + entry["signature"].string();
+      checksums.verify(step.origin);
+      checksums.verify(signature);
       check_file(step.origin, entry["library_bytes"].integer(),
                  static_cast<uint32_t>(entry["library_crc32"].integer()));
-      step.function = std::make_unique<TvmFunction>(
-          step.origin, directory + "/" + entry["signature"].string());
+      step.function = std::make_unique<TvmFunction>(step.origin, signature);
       JsonValue inputs = entry["inputs"];
       if (inputs.size() != step.function->num_inputs()) {
         throw Error(inputs.where() + ": " + std::to_string(inputs.size()) + " inputs, but " +

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "checksum.h"
 #include "json.h"
 #include "mxnet.h"
 #include "tvm_function.h"
@@ -62,7 +63,7 @@ class Model {
   };
 
   void load_plan(const JsonValue &manifest, const std::string &directory,
-                 std::map<std::string, size_t> &slots);
+                 const ExportChecksums &checksums, std::map<std::string, size_t> &slots);
   Step graph_step(mx::Symbol symbol, const std::string &origin, bool static_shape,
                   std::map<std::string, size_t> &slots, Program &program);
   // The inputs' shapes, once each input is checked.

@@ -7,12 +7,16 @@ state the forward mutates (`count`, `state`) must agree (allclose 1e-5), call
 after call; exceptions must agree in type and in the first line of the message.
 A trace stopped by an internal error is a disagreement too, even when the call
 then ran correctly as Python. Each check also says how many calls graphs served.
+A disagreement is kept as a program file (`failure_file`): its source headed by
+the problem and the calls, which `check_file` runs again.
 """
+import ast
 import dataclasses
 import importlib.util
 import os
 import random
 import tempfile
+import time
 import warnings
 
 import mxnet as mx
@@ -25,6 +29,8 @@ from . import programs
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 CALLS = 6
+# In a program file (failure_file), the comment line giving its calls starts so.
+CALLS_LINE = "# calls: "
 # The suite's short runs: two profiled calls, graphs kept even where Python is
 # faster (tiny programs), so that they exercise the graph machinery.
 SHORT_RUN_OPTIONS = dict(profile_calls=2, check_speed=False)
@@ -80,8 +86,13 @@ def check(program, call_seed, calls=CALLS, options=None):
     dynamic block's hybridize options (SHORT_RUN_OPTIONS unless given; {} for
     hybridize's defaults). A shrinking step can leave `break` outside its loop:
     such a program is not a candidate (no problem, no report)."""
+    return check_source(programs.render(program), calls_for(call_seed, calls), options)
+
+
+def check_source(source, calls, options=None):
+    """Run the Program class of `source` on `calls` both ways (as `check`)."""
     try:
-        cls = load(programs.render(program))
+        cls = load(source)
     except SyntaxError:
         return Outcome(None)
     mx.random.seed(0)
@@ -95,7 +106,7 @@ def check(program, call_seed, calls=CALLS, options=None):
     problem = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for index, call in enumerate(calls_for(call_seed, calls)):
+        for index, call in enumerate(calls):
             expected, got = _run(imperative, call), _run(dynamic, call)
             problem = _compare(expected, got)
             if problem:
@@ -105,6 +116,28 @@ def check(program, call_seed, calls=CALLS, options=None):
     if problem is None and report["internal_errors"]:
         problem = "a trace stopped on an internal error: %s" % report["internal_errors"][0]
     return Outcome(problem, report)
+
+
+def check_file(path):
+    """`check_source` of a program file `failure_file` wrote, on its calls."""
+    with open(path) as f:
+        text = f.read()
+    return check_source(text, _recorded_calls(text))
+
+
+def failure_file(problem, source, calls):
+    """The text of a program file: `source` after comment lines giving `problem`
+    and `calls` (the call dicts, as calls_for gives them)."""
+    problem_lines = "".join("# %s\n" % line for line in str(problem).splitlines())
+    return "%s%s%r\n%s" % (problem_lines, CALLS_LINE, calls, source)
+
+
+def _recorded_calls(text):
+    lines = [line for line in text.splitlines() if line.startswith(CALLS_LINE)]
+    if len(lines) != 1:
+        raise ValueError("a program file has one %r line; this one has %d"
+                         % (CALLS_LINE, len(lines)))
+    return ast.literal_eval(lines[0][len(CALLS_LINE):])
 
 
 def disagreement(program, call_seed):
@@ -179,12 +212,15 @@ class Coverage:
             100 * self.program_share, 100 * self.call_share, self.disagreed)
 
 
-def shrink(program, call_seed):
-    """A smallest program (by removing statements) that still disagrees."""
+def shrink(program, call_seed, until=None):
+    """A smallest program (by removing statements) that still disagrees; past
+    `until` (a time.time()), the smallest found so far."""
     smaller = True
     while smaller:
         smaller = False
         for candidate in programs.shrink_candidates(program):
+            if until is not None and time.time() >= until:
+                return program
             if disagreement(candidate, call_seed):
                 program, smaller = candidate, True
                 break

@@ -2,14 +2,18 @@
 
 Between two Symbols they broadcast (MXNet's Symbol operators do not, and Python
 numbers a graph loop changes are one-element tensors there); otherwise they are
-Python's operators, in-place ones included.
+Python's operators, in-place ones included. A size read from a shape (export's
+SymbolicDim) meeting a Symbol is its graph value; `//` on Symbols, which MXNet's
+Symbol lacks, is the floor of the quotient. Integer arithmetic on values standing
+for ints (values.is_int_like) stands for an int too: `seq[t + 1]` is a row.
 """
 import operator
 
 import mxnet as mx
 
-from .. import effects
-from .values import is_symbol
+from .. import effects, tracing
+from ..symbolic_shapes import SymbolicDim
+from .values import NUMBERS, as_tensor, is_int_like, is_symbol
 
 _PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
@@ -22,15 +26,26 @@ _IN_PLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": op
              "<<": operator.ilshift, ">>": operator.irshift}
 _BROADCASTING = {"+": mx.sym.broadcast_add, "-": mx.sym.broadcast_sub, "*": mx.sym.broadcast_mul,
                  "/": mx.sym.broadcast_div, "%": mx.sym.broadcast_mod, "**": mx.sym.broadcast_power,
+                 "//": lambda a, b: mx.sym.floor(mx.sym.broadcast_div(a, b)),
                  "<": mx.sym.broadcast_lesser, "<=": mx.sym.broadcast_lesser_equal,
                  ">": mx.sym.broadcast_greater, ">=": mx.sym.broadcast_greater_equal,
                  "==": mx.sym.broadcast_equal, "!=": mx.sym.broadcast_not_equal}
+_INTEGER_RESULTS = ("+", "-", "*", "//", "%")
 
 
 def binary_op(left, right, name):
+    if is_symbol(left) or is_symbol(right):
+        # Symbol's own operators take neither sizes read from shapes nor `//`.
+        convert = (SymbolicDim,) + (NUMBERS if name == "//" else ())
+        left, right = [as_tensor(v) if isinstance(v, convert) else v for v in (left, right)]
     if name in _BROADCASTING and is_symbol(left) and is_symbol(right):
-        return _BROADCASTING[name](left, right)
-    return _PYTHON[name](left, right)
+        result = _BROADCASTING[name](left, right)
+    else:
+        result = _PYTHON[name](left, right)
+    if is_symbol(result) and name in _INTEGER_RESULTS and is_int_like(left) and \
+            is_int_like(right):
+        tracing.scalar_index(result)
+    return result
 
 
 def augmented_assign(target, value, name):

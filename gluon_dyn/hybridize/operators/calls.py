@@ -9,11 +9,12 @@ a graph cannot replay, such as `print`, stops the trace: that code runs as Pytho
 import mxnet as mx
 from malt.impl import api
 from malt.operators import variables
+from mxnet import gluon
 
 from ... import ops
-from .. import effects, symbolic_shapes, tracing
+from .. import deferred_init, effects, symbolic_shapes, tracing
 from ...origin import caller_location
-from . import consumers
+from . import builtins, consumers
 from ..symbolic_shapes import SymbolicDim
 from .loops import TensorRange
 
@@ -62,6 +63,8 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
         return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
+    if trace is not None and builtins.applies(f, args, trace):
+        return builtins.call(f, args, kwargs)   # len(seq), enumerate(seq), ...: rows
     if trace is not None and trace.call_handler is not None:
         handled = trace.call_handler(f, args, kwargs)
         if handled is not NotImplemented:
@@ -73,6 +76,10 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
                 "on a tensor" % (type(f.__self__).__name__, f.__name__), caller_location())
         effects.note_append(f.__self__)
     if trace is not None:
+        if f is isinstance and trace.ndarray_code and isinstance(args[0], mx.sym.Symbol):
+            return _as_array_isinstance(args[1])
+        if isinstance(f, gluon.Block):
+            deferred_init.initialize_before_call(f, args)
         if id(f) in _UNREPLAYABLE:
             raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location(), breakable=True)
         if id(f) in _symbolic:
@@ -90,6 +97,14 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     return api.converted_call(f, args, kwargs, caller_fn_scope, options)
 
 
+def _as_array_isinstance(types):
+    """`isinstance(value, types)` in code written for NDArrays, for a traced value: it
+    stands for an NDArray, so the code takes the path it takes imperatively."""
+    if isinstance(types, tuple):
+        return any(_as_array_isinstance(each) for each in types)
+    return issubclass(mx.nd.NDArray, types)
+
+
 def _mutates_container(f):
     owner = getattr(f, "__self__", None)
     return isinstance(owner, (list, dict, set)) and getattr(f, "__name__", "") in _MUTATORS
@@ -101,12 +116,14 @@ def _has_symbol(values):
 
 
 def _captured(args, kwargs, trace):
-    def convert(value):
-        if isinstance(value, (list, tuple)):
-            return type(value)(convert(v) for v in value)
-        return _as_symbol(value, trace)
-    return (tuple(convert(a) for a in args),
-            {k: convert(v) for k, v in (kwargs or {}).items()} or None)
+    return (tuple(_captured_value(a, trace) for a in args),
+            {k: _captured_value(v, trace) for k, v in (kwargs or {}).items()} or None)
+
+
+def _captured_value(value, trace):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_captured_value(v, trace) for v in value)
+    return _as_symbol(value, trace)
 
 
 def entered_context(manager):

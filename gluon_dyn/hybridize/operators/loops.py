@@ -5,6 +5,8 @@ and guarded, or from shapes known while tracing), Python otherwise.
 malt turns each loop into a call with closures for the test and the body and a
 pair of get_state/set_state functions over the variables the loop changes.
 """
+import functools
+
 import mxnet as mx
 from malt.operators import control_flow as python_statements
 from malt.operators.variables import Undefined, UndefinedReturnValue
@@ -15,10 +17,11 @@ from ...origin import caller_location
 from .. import effects, guards, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
+from .arithmetic import binary_op
 from .conditionals import staged_if
-from .subscripts import get_item
-from .values import (NUMBERS, as_tensor, is_symbol, note_shape, same_python_value,
-                     zeros_standing_for)
+from .subscripts import get_item, row_at
+from .values import (NUMBERS_AND_SIZES, as_tensor, is_int_like, is_symbol, length_of,
+                     note_shape, same_python_value, zeros_standing_for)
 
 # A graph loop written as a Python `while` has no bound; with no per-step outputs
 # gluon_dyn's while_loop allocates nothing for max_iterations, so it is only a bound.
@@ -59,13 +62,17 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
         tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR,
                        "while_loop over a range with tensor bounds (graph)")
         return _staged_range(where, iter_, extra_test, body, get_state, set_state, symbol_names)
+    if isinstance(iter_, TensorRows):
+        tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR,
+                       "while_loop over the rows of %s (graph)" % iter_.description)
+        return _staged_rows(where, iter_, 0, extra_test, body, get_state, set_state, symbol_names)
     if not is_symbol(iter_):
         effects.refuse_markers(iter_, "iterated over")
         return _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state,
                                      symbol_names, opts)
     start = 0
     trace = tracing.current()
-    length = _known_length(iter_) if trace is not None and trace.ndarray_code else None
+    length = known_length(iter_) if trace is not None and trace.ndarray_code else None
     if length is not None:
         # A Block's graph is specialised to its input shapes, so the number of rows
         # is known: the loop unrolls (lists appended to inside it just work) until
@@ -86,7 +93,8 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR,
                    "while_loop over the rows (graph)" if not start else
                    "unrolled for %d rows, then while_loop (graph) after a tensor `break`" % start)
-    _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names)
+    _staged_rows(where, TensorRows([iter_]), start, extra_test, body, get_state, set_state,
+                 symbol_names)
 
 
 def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, symbol_names,
@@ -121,7 +129,7 @@ def _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state, 
         tracing.record(where, Statement.FOR, Became.PYTHON, "evaluated in Python")
 
 
-def _known_length(tensor):
+def known_length(tensor):
     """The length of axis 0 when the trace knows it (else the rows go to a graph
     loop, which reads the length at run time)."""
     try:
@@ -141,13 +149,38 @@ class TensorRange:
         self.start, self.stop, self.step = start, stop, step
 
 
-def _staged_rows(where, iter_, start, extra_test, body, get_state, set_state, symbol_names):
-    """The rows of a tensor from `start` on, as a graph loop over a row index."""
-    length = mx.sym.cast(mx.sym.slice_axis(mx.sym.shape_array(iter_), axis=0, begin=0, end=1),
-                         dtype="float32")
+def _staged_rows(where, rows, start, extra_test, body, get_state, set_state, symbol_names):
+    """TensorRows from row `start` on, as a graph loop over a row index."""
+    length = rows.length()
     _staged_count(where, as_tensor(start), lambda i: mx.sym.broadcast_lesser(i, length),
-                  lambda i: mx.sym.squeeze(mx.sym.take(iter_, i, axis=0), axis=0), 1,
-                  extra_test, body, get_state, set_state, symbol_names)
+                  rows.item, 1, extra_test, body, get_state, set_state, symbol_names)
+
+
+class TensorRows:
+    """The rows of tensors whose length the graph computes when it runs, as a `for`
+    over `x`, `zip(x, y)`, `enumerate(x, start)` or `reversed(x)` meets them: the
+    tensors iterated together (as many rows as the shortest has), numbered from
+    `number_from` (None: not numbered), last row first if `reverse`. A graph loop
+    iterates them over a row index."""
+
+    def __init__(self, tensors, number_from=None, reverse=False, description="a tensor"):
+        self.tensors, self.number_from, self.reverse = list(tensors), number_from, reverse
+        self.description = description
+
+    def length(self):
+        lengths = [length_of(tensor) for tensor in self.tensors]
+        return functools.reduce(mx.sym.broadcast_minimum, lengths)
+
+    def item(self, index):
+        """What the `for` target gets at row `index` (a one-element tensor)."""
+        tracing.scalar_index(index)
+        position = binary_op(binary_op(self.length(), 1, "-"), index, "-") if self.reverse \
+            else index
+        rows = [row_at(tensor, position) for tensor in self.tensors]
+        row = rows[0] if len(rows) == 1 else tuple(rows)
+        if self.number_from is None:
+            return row
+        return binary_op(index, self.number_from, "+"), row
 
 
 def _staged_range(where, bounds, extra_test, body, get_state, set_state, symbol_names):
@@ -196,7 +229,11 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         body()
     after = list(get_state())
     set_state(tuple(initial))
+    # Ints the body keeps ints (a Python counter) stand for ints inside and after it.
+    ints = {i for i, (before, now) in enumerate(zip(initial, after))
+            if is_int_like(before) and is_int_like(now)}
     carried = _carried(where, initial, after, symbol_names)
+    int_slots = [k for k, position in enumerate(carried) if position in ints]
     appends, guard_count = _append_structure(where, probe.appends), len(probe.guards)
     # Per-step outputs need a bound; a step counter tells which of their rows ran.
     counted = bool(appends or guard_count)
@@ -211,11 +248,13 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
 
     def loop_test(*values):
         _know_shapes(values, [initial[i] for i in carried])
+        _mark_ints(values, int_slots)
         set_state(with_carried(values))
         return test()
 
     def loop_body(*values):
         _know_shapes(values, [initial[i] for i in carried])
+        _mark_ints(values, int_slots)
         set_state(with_carried(values))
         with effects.EffectFrame() as frame:
             body()
@@ -232,8 +271,8 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
                         for part in (item.parts() if effects.is_marker(item) else [item])]
         step_outputs += [guard.holds for guard in frame.guards]
         # A carried number the body left as a Python value (a `break` flag) is a tensor.
-        next_values = [as_tensor(state[i]) if isinstance(state[i], NUMBERS) else state[i]
-                       for i in carried]
+        next_values = [as_tensor(state[i]) if isinstance(state[i], NUMBERS_AND_SIZES)
+                       else state[i] for i in carried]
         return step_outputs, next_values + ([values[len(carried)] + 1] if counted else [])
 
     start = [initial[i] for i in carried] + ([mx.sym.zeros((1,))] if counted else [])
@@ -242,6 +281,7 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     for position, value in zip(carried, final):
         for leaf, start in zip(_leaves(value), _leaves(initial[position])):
             note_shape(leaf, start)
+    _mark_ints(final, int_slots)
     set_state(with_carried(final))
     if counted:
         tracing.current().note_control_flow_shape(final[-1], (1,))   # the step counter
@@ -250,16 +290,32 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
                        for part in (item.parts() if effects.is_marker(item) else [item])]
         for output, part in zip(outputs, probe_parts):
             _note_stacked_shape(output, part, bound)
+        more = test()
+        if is_symbol(more) and tracing.current().export is not None and outputs:
+            outputs[0] = _failing_past_bound(where, more, bound, outputs[0])
         outputs = iter(outputs)
         _append_rows(appends, outputs, ran, bound)
         for guard in body_guards:   # held in every step that ran
             tracing.add_guard(guard.routed(mx.sym.min(
                 mx.sym.reshape(next(outputs), shape=(bound,)) + (1 - ran))))
-        # An exported graph has no guards: it stops such a loop at max_iterations.
-        if tracing.current().export is None:
-            more = test()
-            if is_symbol(more):
-                tracing.add_guard(guards.loop_bound_guard(where, more, bound))
+        if is_symbol(more) and tracing.current().export is None:
+            tracing.add_guard(guards.loop_bound_guard(where, more, bound))
+
+
+def _failing_past_bound(where, more, bound, output):
+    """`output` (a loop's per-step outputs, `bound` rows), made to fail the run when the
+    loop's test `more` still holds after the loop: an exported graph has no guards, and
+    rows cut at the bound would be wrong numbers. MXNet alone runs the check: a row
+    taken (mode "raise") at 1 from a one-row array; the error names the node."""
+    taken = mx.sym.take(mx.sym.zeros((1,)), _truth_index(more), mode="raise",
+                        name="loop_at_%s_ran_past_max_iterations_%d" % (
+                            where.replace("/", "_").replace(":", "_line"), bound))
+    return mx.sym.broadcast_add(output, mx.sym.reshape(taken, shape=(1,)))
+
+
+def _truth_index(test):
+    """0 where the one-element tensor `test` is false, 1 where it is true."""
+    return mx.sym.reshape(mx.sym.broadcast_not_equal(test, mx.sym.zeros((1,))), shape=(1,))
 
 
 def _carried(where, initial, after, symbol_names):
@@ -280,7 +336,7 @@ def _carried(where, initial, after, symbol_names):
                                        "an initial value before the loop" % (where, name))
             continue
         if is_symbol(before) or is_symbol(now):
-            if isinstance(before, NUMBERS):
+            if isinstance(before, NUMBERS_AND_SIZES):
                 initial[i] = as_tensor(before)
             elif isinstance(before, UndefinedReturnValue):
                 # A value returned from inside the loop: before any iteration it is
@@ -294,13 +350,19 @@ def _carried(where, initial, after, symbol_names):
         elif _tensors(before) and _tensors(now) and _structure(before) == _structure(now):
             carried.append(i)   # a list of tensors (an RNN's [h, c]) carried as one variable
         elif not same_python_value(before, now):
-            if not isinstance(before, NUMBERS):
+            if not isinstance(before, NUMBERS_AND_SIZES):
                 raise tracing.FallbackRequired(
                     "the loop on a tensor changes the Python value `%s` (%r to %r); a graph loop "
                     "can only carry tensors and numbers" % (name, before, now), where)
             initial[i] = as_tensor(before)
             carried.append(i)
     return carried
+
+
+def _mark_ints(values, slots):
+    """The loop's values at `slots` stand for ints (tracing.scalar_index)."""
+    for slot in slots:
+        tracing.scalar_index(values[slot])
 
 
 def _tensors(value):

@@ -3,11 +3,18 @@
 Outside a Block trace (a HybridBlock's hybrid_forward written for Symbols), and
 on Symbols with several outputs, indexing keeps MXNet's Symbol meaning: select
 an output.
+
+Where imperative code indexes with a Python int, the traced code may hold a
+one-element tensor standing for it (a graph loop's counter, an int a graph loop
+or branch carries, a size read from a shape when exporting: values.is_int_like).
+Such an index selects a row as the int does, dropping axis 0; any other tensor
+index is an index array, whose axes stay (NDArray's advanced indexing).
 """
 import mxnet as mx
 
 from .. import effects, tracing
-from .values import is_symbol
+from ..symbolic_shapes import SymbolicDim
+from .values import as_tensor, is_int_like, is_symbol, length_of
 
 
 def get_item(target, key):
@@ -22,12 +29,10 @@ def get_item(target, key):
         if not any(isinstance(part, slice) for part in key_parts):
             return target[key]
         return _slices_without_shape(target, key_parts)
-    if is_symbol(key):
-        rows = mx.sym.take(target, key, axis=0)
-        if key.name not in trace.scalar_indices:
-            return rows
-        # An int-like index drops axis 0 (merged into the next); a 1-D row stays (1,).
-        return mx.sym.reshape(rows, shape=(-3, -2)) if _rank(target) > 1 else rows
+    if is_symbol(key) or isinstance(key, SymbolicDim):
+        if is_int_like(key):
+            return row_at(target, as_tensor(key))
+        return mx.sym.take(target, key, axis=0)   # an index array: its axes stay
     try:
         shape = tracing.static_shape(target)
     except AttributeError:  # a shape only known at run time (after a cond)
@@ -37,9 +42,14 @@ def get_item(target, key):
     return _index_like_ndarray(target, key_parts, shape)
 
 
-def _rank(symbol):
-    """The number of dimensions of `symbol` (sizes may be unknown, ranks are not)."""
-    return len(tracing.current().inferred_shape(symbol))
+def row_at(target, index):
+    """`x[i]` for a one-element tensor `i` standing for an int, as an int indexes:
+    a negative index counts from the end, one out of range is an error (take's
+    "raise" mode, where the default "clip" would give another row), and axis 0 is
+    dropped; a 1-D row stays (1,)."""
+    position = index + mx.sym.broadcast_mul(index < 0, length_of(target))
+    # MXNet's squeeze keeps shape (1,) when every axis goes, as a legacy NDArray does.
+    return mx.sym.squeeze(mx.sym.take(target, position, axis=0, mode="raise"), axis=0)
 
 
 def _slices_without_shape(target, key):

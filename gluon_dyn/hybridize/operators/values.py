@@ -4,8 +4,11 @@ import mxnet as mx
 
 from ...origin import caller_location
 from .. import tracing
+from ..symbolic_shapes import SymbolicDim
 
 NUMBERS = (bool, int, float)
+# Python numbers and sizes read from shapes (export): graph loops carry both as tensors.
+NUMBERS_AND_SIZES = NUMBERS + (SymbolicDim,)
 
 
 def is_symbol(value):
@@ -22,8 +25,35 @@ def same_python_value(a, b):
 
 
 def as_tensor(value):
-    """A Python number as a one-element tensor (tensors pass through)."""
-    return value if is_symbol(value) else mx.sym.full(shape=(1,), val=float(value))
+    """A Python number, or a size read from a shape (export), as a one-element
+    tensor (tensors pass through); one standing for an int indexes as an int."""
+    if is_symbol(value):
+        return value
+    if isinstance(value, SymbolicDim):
+        return tracing.scalar_index(value.graph_value())
+    tensor = mx.sym.full(shape=(1,), val=float(value))
+    return tracing.scalar_index(tensor) if is_int(value) else tensor
+
+
+def length_of(symbol):
+    """The length of `symbol`'s axis 0, computed when the graph runs, as a one-element
+    float32 tensor standing for an int."""
+    return tracing.scalar_index(mx.sym.cast(
+        mx.sym.slice_axis(mx.sym.shape_array(symbol), axis=0, begin=0, end=1), dtype="float32"))
+
+
+def is_int(value):
+    """A Python int (bools are flags, not indices)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_int_like(value):
+    """Whether `value` stands for a Python int in traced code: an int, a size read
+    from a shape (export), or a one-element tensor made from ints (as_tensor, graph
+    loop counters, ints a graph loop or branch carries, arithmetic on those)."""
+    if is_symbol(value):
+        return tracing.is_scalar_index(value)
+    return is_int(value) or isinstance(value, SymbolicDim)
 
 
 def note_shape(output, *sources):

@@ -11,12 +11,18 @@ import textwrap
 
 from mxnet import gluon
 
+from ..weak_binding import BlockReference
+
 
 @dataclasses.dataclass(frozen=True)
 class RecursiveMethod:
-    owner: gluon.Block   # the block whose method it is
+    owner_reference: BlockReference   # to the block whose method it is
     name: str
     location: str        # "file:line" of a call through which it recurses
+
+    @property
+    def owner(self):
+        return self.owner_reference()
 
 
 def recursive_methods(block):
@@ -27,7 +33,7 @@ def recursive_methods(block):
         for name in calls:
             location = _cycle_location(name, calls)
             if location is not None:
-                found.append(RecursiveMethod(owner, name, location))
+                found.append(RecursiveMethod(BlockReference(owner), name, location))
     return found
 
 

@@ -21,6 +21,7 @@ from ...origin import user_stacklevel
 from .unsupported import Unsupported
 from ..python_state import python_state
 from ..speed_check import SpeedCheck
+from ..weak_binding import BlockReference
 from .batched_graph import Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
@@ -41,7 +42,8 @@ MAX_KEYS = 4         # training modes and Python values of the block tree, most 
 
 class RecursionEngine:
     def __init__(self, block, forward, methods, tvm):
-        self.block, self.tvm = block, tvm
+        """`forward`: the block's converted forward, unbound."""
+        self._block, self.tvm = BlockReference(block), tvm
         self.methods = methods
         self.entry = self.functions = None
         self._forward = forward
@@ -66,6 +68,10 @@ class RecursionEngine:
         """The engine for `block`, or None when nothing in it recurses."""
         methods = recursive_methods(block)
         return cls(block, forward, methods, tvm) if methods else None
+
+    @property
+    def block(self):
+        return self._block()
 
     @property
     def serving(self):
@@ -169,7 +175,8 @@ class RecursionEngine:
                 if missed.function is not function or missed.args is not args:
                     pending.append((missed.function, missed.args))
                     continue
-            if traced == (function, args):
+            # By identity: arguments may be arrays, whose == compares elements.
+            if traced is not None and traced[0] is function and traced[1] is args:
                 raise Unsupported("a trace of %s does not match the node it was traced on"
                                   % function, function.location)
             try:

@@ -4,18 +4,20 @@ import inspect
 
 from .unsupported import Unsupported
 from ..transpiler import convert
+from ..weak_binding import BlockReference
 
 
 class Function:
     """A method of a block, called with positional arguments (keywords and defaults
-    bound to them, so that a body reads "argument i" whatever the call spelled)."""
+    bound to them, so that a body reads "argument i" whatever the call spelled).
+    `converted`: the method converted, unbound (by default, converted here)."""
 
     def __init__(self, owner, name, converted=None):
-        self.owner, self.name = owner, name
+        self._owner, self.name = BlockReference(owner), name
         method = getattr(type(owner), name)
         code = method.__code__
         self.location = "%s:%d" % (code.co_filename, code.co_firstlineno)
-        self.converted = converted or convert(method).__get__(owner)
+        self._converted = converted or convert(method)
         self.signature = inspect.signature(method.__get__(owner))
         self.parameters = list(self.signature.parameters)
         for parameter in self.signature.parameters.values():
@@ -23,6 +25,15 @@ class Function:
                 raise Unsupported(
                     "%s.%s takes *%s: the recursion engine binds each argument by position"
                     % (type(owner).__name__, name, parameter.name), self.location)
+
+    @property
+    def owner(self):
+        return self._owner()
+
+    @property
+    def converted(self):
+        """The converted method, bound to its block."""
+        return self._converted.__get__(self.owner)
 
     def bind(self, args, kwargs):
         bound = self.signature.bind(*args, **(kwargs or {}))

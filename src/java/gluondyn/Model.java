@@ -24,7 +24,12 @@ public final class Model implements AutoCloseable {
         this.numOutputs = nativeNumOutputs(handle);
     }
 
-    /** Loads the model exported under {@code prefix}. */
+    /**
+     * Loads the model exported under {@code prefix}. Each file is checked against the record
+     * of checksums export wrote beside it ({@code prefix-checksums.json}) before it is read: a
+     * file that is missing from it, truncated or damaged, or a model without the record, throws
+     * {@link GluonDynException} naming the file.
+     */
     public static Model load(String prefix) throws GluonDynException {
         if (prefix == null) {
             throw new GluonDynException("Model.load: the prefix is null");

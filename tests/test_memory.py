@@ -1,0 +1,157 @@
+"""A block hybridized with dynamic=True is freed with its last reference, and with it
+what its graphs hold; a call's arguments are not kept.
+
+No reference cycle runs through a dynamic block and its runner (weak_binding.py):
+the tests turn Python's cyclic collector off and check that both are gone the
+moment the program drops the block, whatever served its calls, and that resident
+memory stays flat over a loop that builds a network per iteration.
+"""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+import weakref
+
+import mxnet as mx
+import pytest
+from mxnet import gluon
+
+import gluon_dyn
+
+
+class Branchy(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(8, in_units=16)
+        self.steps = 0
+        self.seen = []
+
+    def forward(self, x, mode):
+        self.steps += 1
+        h = self.dense(x)
+        if mode == "host read" and h.sum().asscalar() > 0:    # a graph break
+            h = h * 2
+        if mx.nd.sum(h) > 0:
+            h = mx.nd.relu(h)
+        if mode == "python":
+            self.seen.insert(0, self.steps)     # no graph replays this: runs as Python
+        return h
+
+
+class Tree(gluon.Block):
+    """Recursion over a Python tree: the recursion engine serves it."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def forward(self, node):
+        if isinstance(node, mx.nd.NDArray):
+            return self.dense(node)
+        return self.forward(node[0]) + self.forward(node[1])
+
+
+class HybridBranchy(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(8, in_units=16)
+
+    def hybrid_forward(self, F, x):
+        h = self.dense(x)
+        if F.sum(h) > 0:
+            h = F.relu(h)
+        return h
+
+
+def calls(block, kind):
+    x = mx.nd.random.normal(shape=(4, 16))
+    if kind == "recursion":
+        leaf = mx.nd.ones((1, 4))
+        return [block(((leaf, leaf), leaf)) for _ in range(6)]
+    if isinstance(block, gluon.HybridBlock):
+        return [block(x) for _ in range(6)]
+    return [block(x, kind) for _ in range(6)]
+
+
+@pytest.mark.parametrize("make, kind", [(Branchy, "graph"), (Branchy, "host read"),
+                                        (Branchy, "python"), (HybridBranchy, "graph"),
+                                        (Tree, "recursion")],
+                         ids=["graphs", "graph segments", "fallback", "HybridBlock",
+                              "recursion engine"])
+def test_a_dynamic_block_is_freed_with_its_last_reference(make, kind):
+    gc.collect()
+    gc.disable()
+    try:
+        block = make()
+        block.initialize()
+        block.hybridize(dynamic=True, check_speed=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            outputs = calls(block, kind)
+        mx.nd.waitall()
+        served = gluon_dyn.hybridize.report(block)["calls"]["by_kind"]
+        expected = {"graph": "graph", "host read": "segments", "python": "fallback",
+                    "recursion": "recursion"}[kind]
+        assert served[expected] > 0, served
+        # The block and its runner (its graphs, traces, recursion engine, segments).
+        # Its children are Gluon's to free: Gluon's own collect_params() leaves
+        # cyclic garbage that refers to them until the cyclic collector runs.
+        refs = [weakref.ref(block), weakref.ref(vars(block)["forward"])]
+        del block
+        assert [ref() for ref in refs] == [None, None]
+        assert len(outputs) == 6    # the outputs outlive the block
+    finally:
+        gc.enable()
+
+
+LOOP = textwrap.dedent("""
+    import warnings
+    import mxnet as mx
+    import gluon_dyn
+    from mxnet import gluon
+    warnings.simplefilter("ignore")
+
+    class Net(gluon.Block):
+        def __init__(self):
+            super().__init__()
+            self.dense = gluon.nn.Dense(8, in_units=64)
+
+        def forward(self, x):
+            h = self.dense(x)
+            if h.sum() > 0:
+                h = h * 2
+            return h
+
+    def resident_mb():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2 ** 20
+
+    for network in range(12):
+        net = Net()
+        net.initialize()
+        net.hybridize(dynamic=%s, check_speed=False)
+        x = mx.nd.ones((1024 * 1024, 64))     # 256 MB
+        for _ in range(5):
+            net(x).wait_to_read()
+        del x
+        print(round(resident_mb()), flush=True)
+""")
+
+
+def resident_memory_over_networks(dynamic, folder):
+    """Resident MB after each of 12 networks, each called on its own 256 MB input."""
+    script = folder / ("loop_%s.py" % dynamic)     # converted code needs a source file
+    script.write_text(LOOP % dynamic)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [float(line) for line in result.stdout.split()]
+
+
+def test_resident_memory_stays_flat_over_a_loop_of_networks(tmp_path):
+    dynamic = resident_memory_over_networks(True, tmp_path)
+    stock = resident_memory_over_networks(False, tmp_path)
+    # Networks after the first few reuse MXNet's pooled memory: no input kept.
+    assert max(dynamic[3:]) - dynamic[2] < 128, dynamic
+    assert max(dynamic) < max(stock) + 192, (dynamic, stock)
