@@ -103,17 +103,21 @@ DATA_DEPENDENT_SHAPE_OPS = ("_contrib_boolean_mask", "_npi_boolean_mask", "_npi_
 UNINFERABLE_OPS = ("_cond", "_while_loop") + DATA_DEPENDENT_SHAPE_OPS
 
 
-# Operators whose outputs are decisions taken on their inputs' values: comparisons,
-# rounding, orderings and selections (argmax, sort, top-k, non-maximum suppression),
-# casts to integers, masks, and the control-flow nodes, whose predicates may read
-# any of their inputs. A value differing in its last bit can change their results
-# entirely (detections of equal score kept in another order).
+# Operators that decide on their inputs' values: comparisons, rounding, orderings
+# and selections (argmax, sort, top-k, non-maximum suppression), casts to integers,
+# masks, the control-flow nodes (whose predicates may read any input), and those
+# whose gradient takes one path or another by comparing values (clip, max and min,
+# pooling, maximum and minimum). A value differing in its last bit can change what
+# they give entirely: YOLO's detections of equal score kept in another order, or
+# CenterNet's heatmap gradient, cut by `clip` just inside or just outside 1 - 1e-4.
 _DECIDING_OPS = {"argmax", "argmin", "argmax_channel", "topk", "sort", "argsort", "round",
-                 "rint", "floor", "ceil", "trunc", "fix", "sign", "where", "one_hot",
-                 "_contrib_box_nms", "_contrib_box_non_maximum_suppression",
-                 "_contrib_bipartite_matching", "_contrib_MultiBoxDetection"} | \
+                 "rint", "floor", "ceil", "trunc", "fix", "sign", "where", "one_hot", "clip",
+                 "max", "min", "Pooling", "_contrib_box_nms",
+                 "_contrib_box_non_maximum_suppression", "_contrib_bipartite_matching",
+                 "_contrib_MultiBoxDetection"} | \
     set(DATA_DEPENDENT_SHAPE_OPS) | {"_cond", "_foreach", "_while_loop"}
-_DECIDING_WORDS = ("greater", "lesser", "equal", "logical", "argmax", "argmin", "argsort")
+_DECIDING_WORDS = ("greater", "lesser", "equal", "logical", "argmax", "argmin", "argsort",
+                   "maximum", "minimum")
 _INTEGER_TYPES = ("int8", "uint8", "int32", "int64", "bool")
 
 

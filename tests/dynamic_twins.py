@@ -36,13 +36,18 @@ def twins(make, example=None, seed=0, init=None, initialized=False, **options):
         if example is not None:
             block(*example)
         blocks.append(block)
-    # By structural names: Gluon's prefixes count instances (dense9_ and dense10_ sort
-    # in another order in the second copy).
-    values = blocks[0]._collect_params_with_prefix()  # pylint: disable=protected-access
-    for name, param in blocks[1]._collect_params_with_prefix().items():
-        param.set_data(values[name].data())
+    copy_parameters(blocks[0], blocks[1])
     blocks[1].hybridize(dynamic=True, **options)
     return blocks
+
+
+def copy_parameters(source, target):
+    """Give `target` the parameter values of `source`, a block of the same structure,
+    by structural names: Gluon's prefixes count instances (dense9_ and dense10_ sort
+    in another order in a second copy)."""
+    values = source._collect_params_with_prefix()  # pylint: disable=protected-access
+    for name, param in target._collect_params_with_prefix().items():
+        param.set_data(values[name].data())
 
 
 def assert_same(got, expected, what="value", atol=ATOL, scaled=False):

@@ -6,7 +6,7 @@
   differ by at most one unit in the last place. Gluon's RNN, GRU and LSTM cells
   use `tanh` and `sigmoid` for their gates. Where a value computed from one reaches
   an operator that decides on values (a comparison, argmax, a sort, non-maximum
-  suppression, a branch: graph_json.decides), it is computed as written: one unit
+  suppression, a branch, a clip: graph_json.decides), it is computed as written: one unit
   in the last place there can change the result entirely (YOLO's detections of
   equal score, kept in another order).
 - `SliceChannel` (split) copies element by element: 0.4 ms for a (32, 2048) LSTM

@@ -1,0 +1,204 @@
+"""`make corpus`: the corpus of real programs (tests/corpus) imperative vs
+hybridize(dynamic=True), one row per program: correct, share of calls on graphs,
+graph breaks, speed against imperative for inference and training (harness.py:
+interleaved calls on fresh inputs, 20 warm-up calls, medians), the slowest of the
+first calls (tracing included), peak memory against imperative (each in a process
+of its own), and why calls ran as Python. Writes docs/corpus.md and docs/corpus.json
+(tests/test_corpus.py's floors read it).
+
+    .venv/bin/python benchmarks/corpus_report.py [PROGRAM ...]
+    .venv/bin/python benchmarks/corpus_report.py --memory PROGRAM imperative|dynamic
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import warnings
+
+import harness  # noqa: F401  (first: sets MXNet's threads, runs this again if needed)
+
+import mxnet as mx
+from mxnet import autograd
+
+sys.path.insert(0, os.path.join(harness.REPO, "tests"))
+import corpus  # noqa: E402
+from corpus.compare import Wrong, run_twins  # noqa: E402
+from corpus.program import SEED, seeded  # noqa: E402
+from dynamic_twins import twins  # noqa: E402
+
+from gluon_dyn.hybridize import speed_check  # noqa: E402
+
+WARMUP, REPEATS = 20, 10
+DOCS = os.path.join(harness.REPO, "docs")
+
+
+def figures_of(program):
+    """(correct, Figures or None, what differed): the corpus test's run (graphs kept
+    even where slower, as the tests keep them)."""
+    enabled, speed_check.ENABLED_BY_DEFAULT = speed_check.ENABLED_BY_DEFAULT, False
+    try:
+        return True, run_twins(program)[2], ""
+    except Wrong as wrong:
+        return False, None, str(wrong).splitlines()[0]
+    finally:
+        speed_check.ENABLED_BY_DEFAULT = enabled
+
+
+def inference_run(program, model):
+    def run(*arguments):
+        seeded(SEED)   # random operators (samplers) draw alike in both variants
+        with autograd.pause():
+            return program.call(model, *arguments)
+    return run
+
+
+def training_run(program, model):
+    update = program.updater(model)
+
+    def run(*batch):
+        seeded(SEED)
+        with autograd.record():
+            loss = program.loss(model, *batch)
+        loss.backward()
+        update()
+        return loss
+    return run
+
+
+def batch_inputs(program):
+    def make(step):
+        seeded(SEED + step)
+        return program.batch(step)
+    return make
+
+
+def speeds(program):
+    """{"inference", "training"}: dynamic's speed against imperative (None where the
+    program has no such calls or outputs differed), and the slowest warm-up call of
+    the dynamic model (s)."""
+    result, first = {}, 0.0
+    kinds = [("inference", inference_run, program.inputs)]
+    if program.loss is not None:
+        kinds.append(("training", training_run, batch_inputs(program)))
+    for kind, make_run, make_inputs in kinds:
+        with program.scope(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            imperative, dynamic = twins(program.make, seed=SEED, initialized=True)
+            variants = [harness.Variant("imperative", make_run(program, imperative)),
+                        harness.Variant("dynamic", make_run(program, dynamic))]
+            try:
+                timings = harness.compare(variants, make_inputs, REPEATS, warmup=WARMUP)
+            except harness.OutputMismatch as mismatch:
+                print("%s %s: %s" % (program.name, kind, mismatch), file=sys.stderr)
+                result[kind] = None
+                continue
+        result[kind] = timings["imperative"].median_ms / timings["dynamic"].median_ms
+        first = max(first, max(timings["dynamic"].warmup_ms) / 1000.0)
+    return result, first
+
+
+def peak_memory_kb(name, mode):
+    """Run in its own process: the peak resident memory (KB) the program's calls added
+    after its model was built, as written or dynamic."""
+    program = corpus.named(name)
+    with program.scope(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = twins(program.make, seed=SEED, initialized=True)[0 if mode == "imperative" else 1]
+        if mode == "imperative":
+            model.hybridize(active=False)
+        mx.nd.waitall()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        run = inference_run(program, model)
+        for call in range(WARMUP):
+            harness.as_numpy(run(*program.inputs(call)))
+        if program.loss is not None:
+            train, make = training_run(program, model), batch_inputs(program)
+            for step in range(5):
+                harness.as_numpy(train(*make(step)))
+        mx.nd.waitall()
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before, 1)
+
+
+def memory_ratio(name):
+    used = {}
+    for mode in ("imperative", "dynamic"):
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory", name, mode],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print("%s %s memory run failed:\n%s" % (name, mode, done.stderr[-2000:]),
+                  file=sys.stderr)
+            return None
+        used[mode] = int(done.stdout.split()[-1])
+    return used["dynamic"] / used["imperative"]
+
+
+def row(program):
+    correct, figures, wrong = figures_of(program)
+    measured, first = speeds(program)
+    return {"name": program.name, "package": program.package, "covers": program.covers,
+            "correct": correct, "wrong": wrong,
+            "share_on_graphs": figures.share if figures else None,
+            "status": figures.status if figures else "wrong",
+            "graph_breaks": len(figures.graph_breaks) if figures else None,
+            "graphs": figures.graphs if figures else None,
+            "speed": measured, "first_call_s": first,
+            "peak_memory": memory_ratio(program.name),
+            "cause": (figures.cause() if figures else wrong)}
+
+
+def times(value):
+    return "-" if value is None else "%.2fx" % value
+
+
+def markdown(rows):
+    lines = ["# The corpus of real programs", "",
+             "Written by `make corpus` (`%s`). Each program runs as written and through "
+             "`hybridize(dynamic=True)`; *share on graphs*: calls after profiling served by "
+             "graphs (calls through a method other than forward count as not on graphs); "
+             "speed: medians of %d interleaved calls on fresh inputs after %d warm-up calls "
+             "(dynamic against imperative, higher is faster); *first calls*: the slowest of "
+             "the dynamic model's warm-up calls, its traces included; peak memory: what the "
+             "calls added to the process's peak, dynamic against imperative, each in its "
+             "own process." % (harness.command_line(), REPEATS, WARMUP), "",
+             "| program | package | correct | share on graphs | graph breaks | inference | "
+             "training | first calls (s) | peak memory | why not on graphs |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        share = "-" if r["share_on_graphs"] is None else "%.0f%%" % (100 * r["share_on_graphs"])
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
+            r["name"], r["package"], "yes" if r["correct"] else "**no**", share,
+            "-" if r["graph_breaks"] is None else r["graph_breaks"],
+            times(r["speed"].get("inference")), times(r["speed"].get("training")),
+            r["first_call_s"], times(r["peak_memory"]),
+            r["cause"].replace("|", "\\|")[:300]))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("programs", nargs="*", help="names of corpus programs (default: all)")
+    parser.add_argument("--memory", nargs=2, metavar=("PROGRAM", "MODE"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory:
+        print(peak_memory_kb(*args.memory))
+        return
+    chosen = [corpus.named(name) for name in args.programs] or corpus.programs()
+    rows = []
+    for program in chosen:
+        rows.append(row(program))
+        print(json.dumps(rows[-1]), flush=True)
+    text = markdown(rows)
+    print(text)
+    if not args.programs:   # the docs hold whole-corpus runs only
+        with open(os.path.join(DOCS, "corpus.md"), "w") as file:
+            file.write(text)
+        with open(os.path.join(DOCS, "corpus.json"), "w") as file:
+            json.dump({"command": harness.command_line(), "programs": rows}, file, indent=1)
+            file.write("\n")
+
+
+if __name__ == "__main__":
+    main()
