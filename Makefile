@@ -30,6 +30,12 @@ TORCH_STAMP := $(TORCH_DIR)/.torch-$(TORCH_VERSION)
 HOROVOD_BUILD_ENV := MAKEFLAGS=-j2 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
     HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo
 
+# d2l (tests/corpus) without its dependencies: it pins pandas, requests, scipy,
+# matplotlib and jupyter at versions that conflict with ours; the corpus extra of
+# pyproject.toml installs what d2l.mxnet imports.
+D2L_VERSION := 1.0.3
+D2L_STAMP := $(VENV)/.d2l-$(D2L_VERSION)
+
 # Native deployment (below): the C runtime, and the Java binding where a JDK exists.
 .PHONY: setup test demo clean wheel-test
 
@@ -41,7 +47,7 @@ $(PY):
 # pip compiles the library in its own build environment (with the pinned mxnet);
 # touch: setuptools leaves an up-to-date library as it was.
 $(NATIVE_LIB): $(PY) $(PACKAGING) $(NATIVE_SRC)
-	$(PY) -m pip install -q -e '.[tvm,tests,horovod,examples,corpus]'
+	$(PY) -m pip install -q -e '.[tvm,tests,horovod,examples,corpus,docs]'
 	touch $@
 
 $(HOROVOD_STAMP): $(NATIVE_LIB)
@@ -58,11 +64,6 @@ $(HOROVOD_STAMP): $(NATIVE_LIB)
 	$(PY) -m pip install -q --no-deps $$wheels/horovod-$(HOROVOD_VERSION)-*.whl
 	touch $@
 
-# d2l (tests/corpus) without its dependencies: it pins pandas, requests, scipy,
-# matplotlib and jupyter at versions that conflict with ours; the corpus extra of
-# pyproject.toml installs what d2l.mxnet imports.
-D2L_VERSION := 1.0.3
-D2L_STAMP := $(VENV)/.d2l-$(D2L_VERSION)
 $(D2L_STAMP): $(NATIVE_LIB)
 	$(PY) -m pip install -q --no-deps d2l==$(D2L_VERSION)
 	touch $@
@@ -80,6 +81,7 @@ TEST_FUZZ_MINUTES ?= 2
 
 test: setup wheel-test
 	$(PY) -m pytest tests
+	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory fuzz FUZZ_MINUTES=$(TEST_FUZZ_MINUTES)
 
 demo: setup
@@ -176,7 +178,7 @@ fuzz: setup
 
 # The corpus of real programs (tests/corpus) imperative vs hybridize(dynamic=True): correctness,
 # share on graphs, graph breaks, speed, first calls, peak memory; writes docs/corpus.md and
-# docs/corpus.json (which tests/test_corpus.py's floors read). CORPUS_PROGRAMS="a b" measures some.
+# docs/corpus.json (with the floors it misses). CORPUS_PROGRAMS="a b" measures some.
 .PHONY: corpus
 corpus: setup
 	$(PY) benchmarks/corpus_report.py $(CORPUS_PROGRAMS)
@@ -186,3 +188,10 @@ corpus: setup
 .PHONY: report
 report: setup
 	$(PY) benchmarks/training_report.py
+
+# The documentation (docs/, Sphinx with MyST): HTML in build/docs, any warning an error.
+# autodoc imports the package, so it needs the installed library. -E reads every page
+# afresh: an incremental build would not repeat the warnings of pages it did not re-read.
+.PHONY: docs
+docs: $(NATIVE_LIB)
+	$(PY) -m sphinx -W --keep-going -E -b html docs build/docs

@@ -4,7 +4,7 @@ graph breaks, speed against imperative for inference and training (harness.py:
 interleaved calls on fresh inputs, 20 warm-up calls, medians), the slowest of the
 first calls (tracing included), peak memory against imperative (each in a process
 of its own), and why calls ran as Python. Writes docs/corpus.md and docs/corpus.json
-(tests/test_corpus.py's floors read it).
+with the floors of issue 26 that the run misses (tests/corpus/floors.py).
 
     .venv/bin/python benchmarks/corpus_report.py [PROGRAM ...]
     .venv/bin/python benchmarks/corpus_report.py --memory PROGRAM imperative|dynamic
@@ -25,6 +25,7 @@ from mxnet import autograd
 sys.path.insert(0, os.path.join(harness.REPO, "tests"))
 import corpus  # noqa: E402
 from corpus.compare import Wrong, run_twins  # noqa: E402
+from corpus.floors import misses  # noqa: E402
 from corpus.program import SEED, seeded  # noqa: E402
 from dynamic_twins import twins  # noqa: E402
 
@@ -85,7 +86,8 @@ def speeds(program):
     for kind, make_run, make_inputs in kinds:
         with program.scope(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            imperative, dynamic = twins(program.make, seed=SEED, initialized=True)
+            imperative, dynamic = twins(program.make, seed=SEED, initialized=True,
+                                        methods=program.methods)
             variants = [harness.Variant("imperative", make_run(program, imperative)),
                         harness.Variant("dynamic", make_run(program, dynamic))]
             try:
@@ -105,7 +107,8 @@ def peak_memory_kb(name, mode):
     program = corpus.named(name)
     with program.scope(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = twins(program.make, seed=SEED, initialized=True)[0 if mode == "imperative" else 1]
+        model = twins(program.make, seed=SEED, initialized=True,
+                      methods=program.methods)[0 if mode == "imperative" else 1]
         if mode == "imperative":
             model.hybridize(active=False)
         mx.nd.waitall()
@@ -156,7 +159,8 @@ def markdown(rows):
     lines = ["# The corpus of real programs", "",
              "Written by `make corpus` (`%s`). Each program runs as written and through "
              "`hybridize(dynamic=True)`; *share on graphs*: calls after profiling served by "
-             "graphs (calls through a method other than forward count as not on graphs); "
+             "graphs (calls through methods other than forward, hybridized with `methods=`, "
+             "count as the forward's); "
              "speed: medians of %d interleaved calls on fresh inputs after %d warm-up calls "
              "(dynamic against imperative, higher is faster); *first calls*: the slowest of "
              "the dynamic model's warm-up calls, its traces included; peak memory: what the "
@@ -173,6 +177,8 @@ def markdown(rows):
             times(r["speed"].get("inference")), times(r["speed"].get("training")),
             r["first_call_s"], times(r["peak_memory"]),
             r["cause"].replace("|", "\\|")[:300]))
+    missed = misses(rows)
+    lines += ["", "Floors missed: %d." % len(missed), ""] + ["- " + miss for miss in missed]
     return "\n".join(lines) + "\n"
 
 
@@ -196,7 +202,8 @@ def main(argv=None):
         with open(os.path.join(DOCS, "corpus.md"), "w") as file:
             file.write(text)
         with open(os.path.join(DOCS, "corpus.json"), "w") as file:
-            json.dump({"command": harness.command_line(), "programs": rows}, file, indent=1)
+            json.dump({"command": harness.command_line(), "programs": rows,
+                       "floors_missed": misses(rows)}, file, indent=1)
             file.write("\n")
 
 

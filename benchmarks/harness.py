@@ -33,7 +33,7 @@ A PyTorch worker gets as many threads unless the benchmark says otherwise.
 import contextlib
 import dataclasses
 import functools
-import importlib.util
+import importlib.machinery
 import multiprocessing
 import os
 import shlex
@@ -165,15 +165,21 @@ def timed_call(variant, arguments):
     return timed_ms(lambda: variant.run(*arguments))
 
 
+def rotated(variants, call):
+    """`variants` in the order timed round `call` runs them: one later each call, so
+    that no variant always follows the same one (in noisy_neighbour.py the variant
+    called right after the imperative one measured up to 4x slower than it did placed
+    elsewhere)."""
+    start = call % len(variants)
+    return list(variants[start:]) + list(variants[:start])
+
+
 def _round(variants, arguments, call, check):
     """One call of every variant in turn; milliseconds of each, in `variants`' order.
-    A checked round starts with variants[0], the reference; unchecked rounds start
-    one variant later each call, so that no variant always follows the same one (in
-    noisy_neighbour.py the variant called right after the imperative one measured
-    up to 4x slower than it did placed elsewhere)."""
-    start = 0 if check else call % len(variants)
+    A checked round starts with variants[0], the reference; unchecked rounds are
+    `rotated`."""
     ms, expected = {}, None
-    for variant in list(variants[start:]) + list(variants[:start]):
+    for variant in (variants if check else rotated(variants, call)):
         output, ms[variant.name] = timed_call(variant, arguments[variant.name])
         if check and expected is None:
             expected = as_numpy(output)
@@ -292,9 +298,11 @@ def twins(make):
 
 @functools.lru_cache(maxsize=None)
 def torch_installed():
-    """Whether PyTorch is installed (said once when it is not); this process never
-    imports it: its variants run in a TorchProcess."""
-    if importlib.util.find_spec("torch") is None:
+    """Whether the PyTorch worker finds PyTorch (said once when it does not): on its path,
+    torch_worker.TORCH_PACKAGES comes first, where `make setup` installs it. This
+    process never imports it: its variants run in a TorchProcess."""
+    if importlib.machinery.PathFinder.find_spec(
+            "torch", [torch_worker.TORCH_PACKAGES] + sys.path) is None:
         print("PyTorch is not installed: its rows are left out (`make setup` installs it)")
         return False
     return True
@@ -334,22 +342,27 @@ def _main_script_hidden():
 
 
 class TorchProcess:
-    """A PyTorch program (torch_twins' `builder` with `arguments`: numpy arrays, ints,
-    strings) in a worker process of its own (torch_worker.py says the protocol), with
-    `threads` threads (default: one per physical core), in training mode (`train`:
-    forward and backward of the output's sum) or inference. `encode(arguments)` turns
-    a call's arguments into what the worker receives (picklable; the builder's
-    `prepare` reads it). Close it when done (a context manager); a daemon, it ends
-    with this process anyway."""
+    """A PyTorch program (torch_twins' `builder`, or "module.builder" of another module
+    here, with `arguments`: numpy arrays, ints, strings, containers of them) in a worker
+    process of its own (torch_worker.py says the protocol), with `threads` threads
+    (default: one per physical core), in training mode (`train`: forward and backward of
+    the output's sum), as whole training steps its builder wrote (`step`) or inference.
+    `encode(arguments)` turns a call's arguments into what the worker receives
+    (picklable; the builder's `prepare` reads it). Close it when done (a context
+    manager); a daemon, it ends with this process anyway."""
 
-    def __init__(self, builder, *arguments, train=False, threads=None,
+    def __init__(self, builder, *arguments, train=False, step=False, threads=None,
                  encode=numpy_arguments):
+        if train and step:
+            raise ValueError("a PyTorch program runs as a forward trained by the worker "
+                             "(train) or as a whole training step (step), not both")
         context = multiprocessing.get_context("spawn")
         self._connection, worker_end = context.Pipe()
         self.encode = encode
+        mode = "step" if step else "train" if train else "inference"
         self.process = context.Process(
             target=torch_worker.serve, name="pytorch " + builder, daemon=True,
-            args=(worker_end, builder, arguments, train, threads or cores()))
+            args=(worker_end, builder, arguments, mode, threads or cores()))
         with _main_script_hidden():
             self.process.start()
         worker_end.close()   # so that the worker's end alone keeps it open: recv sees it end
@@ -376,6 +389,11 @@ class TorchProcess:
         """One call of `variant` ("pytorch eager" or "torch.compile") on the arguments
         sent under `token`: (outputs as numpy arrays, milliseconds in the worker)."""
         self._connection.send(("run", variant, token))
+        return self._reply()
+
+    def compiler_report(self):
+        """What torch.compile did in the worker so far (torch_worker.compiler_report)."""
+        self._connection.send(("compiler_report",))
         return self._reply()
 
     def variants(self, names=("pytorch eager", "torch.compile"), rtol=1e-4, atol=1e-5):

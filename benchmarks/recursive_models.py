@@ -1,5 +1,7 @@
 """Recursive models on new trees: a child-sum Tree-LSTM and a TreeRNN over random
-binary trees of 20-30 leaves, a stream of distinct trees (1,000 by default), one
+binary trees of 20-30 leaves, and the same Tree-LSTM reading its leaves' inputs
+as `x[tree.idx]` from the sentence embedded once per call and passed down the
+recursion (the usual idiom); a stream of distinct trees (1,000 by default), one
 tree per call and minibatches of 25 trees per call, inference and training.
 
 Variants, interleaved (benchmarks/harness.py: outputs checked against the
@@ -75,6 +77,48 @@ class TreeLSTM(gluon.Block):
         return mx.nd.concat(*[self.out(self.node(tree)[0]) for tree in trees], dim=0)
 
 
+class SentenceTree:
+    """A node of a parse of a sentence: a leaf holds the position of its word."""
+
+    def __init__(self, idx=None, children=()):
+        self.idx, self.children = idx, list(children)
+
+
+def sentence_tree(rng, leaves, start=0):
+    """A random binary tree over the words start .. start + leaves - 1, in order."""
+    if leaves == 1:
+        return SentenceTree(idx=start)
+    split = rng.randint(1, leaves)
+    return SentenceTree(children=[sentence_tree(rng, split, start),
+                                  sentence_tree(rng, leaves - split, start + split)])
+
+
+class SentenceTreeLSTM(TreeLSTM):
+    """The child-sum Tree-LSTM reading a leaf's input as the usual idiom does,
+    `x[tree.idx]`, from the sentence embedded once per call and passed down the
+    recursion; `forward` scores a list of (sentence, tree) pairs."""
+
+    def node(self, x, tree):
+        if not tree.children:
+            word = x[tree.idx].expand_dims(axis=0)
+            i, o, u = mx.nd.split(self.iou_x(word), num_outputs=3, axis=1)
+            c = mx.nd.sigmoid(i) * mx.nd.tanh(u)
+            return mx.nd.sigmoid(o) * mx.nd.tanh(c), c
+        states = [self.node(x, child) for child in tree.children]
+        h_sum = states[0][0]
+        for h, _ in states[1:]:
+            h_sum = h_sum + h
+        i, o, u = mx.nd.split(self.iou_h(h_sum), num_outputs=3, axis=1)
+        c = mx.nd.sigmoid(i) * mx.nd.tanh(u)
+        for h, child_c in states:
+            c = c + mx.nd.sigmoid(self.f_h(h)) * child_c
+        return mx.nd.sigmoid(o) * mx.nd.tanh(c), c
+
+    def forward(self, sentences):
+        return mx.nd.concat(*[self.out(self.node(self.embed(words), tree)[0])
+                              for words, tree in sentences], dim=0)
+
+
 class TreeRNN(gluon.Block):
     """Socher et al.'s recursive network: a leaf is its word's embedding, a node
     tanh(W [left; right] + b)."""
@@ -98,8 +142,8 @@ class TreeRNN(gluon.Block):
 
 
 def torch_twin(block):
-    """The torch_twins builder computing what `block` (a TreeLSTM or TreeRNN) computes,
-    and its arguments (the parameter values)."""
+    """The torch_twins builder computing what `block` (a TreeLSTM, SentenceTreeLSTM or
+    TreeRNN) computes, and its arguments (the parameter values)."""
     if isinstance(block, TreeLSTM):
         return ("build_tree_lstm",) + tuple(harness.layer_values(layer) for layer in (
             block.embed, block.iou_x, block.iou_h, block.f_h, block.out))
@@ -116,18 +160,34 @@ def plain_trees(arguments):
     return ([plain(tree) for tree in arguments[0]],)
 
 
+def plain_sentence_trees(arguments):
+    """`encode` for the PyTorch worker of a SentenceTreeLSTM: each (sentence, tree) as
+    the torch_twins.Tree its Tree-LSTM twin takes, a leaf's word its word of the
+    sentence (a row of the embedded sentence is the embedding of its word)."""
+    def plain(tree, words):
+        return torch_twins.Tree(None if tree.idx is None else words[tree.idx:tree.idx + 1],
+                                [plain(child, words) for child in tree.children])
+    return ([plain(tree, words.asnumpy()) for words, tree in arguments[0]],)
+
+
 def torch_variants(workers, block, train, threads=None):
     """The "pytorch eager" variant of `block`'s model with its parameter values, in a
     worker that `workers` (a contextlib.ExitStack) closes; none without PyTorch."""
+    encode = plain_sentence_trees if isinstance(block, SentenceTreeLSTM) else plain_trees
     return harness.torch_variants(workers, *torch_twin(block), names=("pytorch eager",),
-                                  train=train, threads=threads, encode=plain_trees)
+                                  train=train, threads=threads, encode=encode)
 
 
-def make_stream(seed, trees_per_call):
+def make_stream(seed, trees_per_call, sentences=False):
     """`make_inputs` of a stream: call `n` gets new random trees (new arrays),
-    the same ones for every variant."""
+    the same ones for every variant; with `sentences`, (sentence, tree over its
+    words) pairs."""
     def make_inputs(call):
         rng = np.random.RandomState(seed * 100003 + call)
+        if sentences:
+            lengths = [rng.randint(*LEAVES) for _ in range(trees_per_call)]
+            return ([(mx.nd.array(rng.randint(VOCAB, size=words)), sentence_tree(rng, words))
+                     for words in lengths],)
         return ([random_tree(rng, rng.randint(*LEAVES)) for _ in range(trees_per_call)],)
     return make_inputs
 
@@ -165,21 +225,24 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trees", type=int, default=1000,
                         help="distinct trees timed per stream and mode")
-    parser.add_argument("--models", default="treelstm,treernn")
+    parser.add_argument("--models", default="treelstm,treernn,sentence")
+    parser.add_argument("--per-call", default="1,%d" % BATCH,
+                        help="trees per call of each stream, comma-separated")
     parser.add_argument("--tvm-cache", default=None,
                         help="TVM's compile cache (default: gluon_dyn's user cache)")
     args = parser.parse_args()
-    models = {"treelstm": ("Tree-LSTM", TreeLSTM), "treernn": ("TreeRNN", TreeRNN)}
+    models = {"treelstm": ("Tree-LSTM", TreeLSTM), "treernn": ("TreeRNN", TreeRNN),
+              "sentence": ("Tree-LSTM reading x[tree.idx]", SentenceTreeLSTM)}
     rows = []
     for seed, key in enumerate(args.models.split(",")):
         title, model = models[key]
-        for per_call in (1, BATCH):
+        for per_call in [int(count) for count in args.per_call.split(",")]:
             for train in (False, True):
                 calls = max(1, args.trees // per_call)
                 with contextlib.ExitStack() as workers:
                     chosen, blocks = variants(model, train, args.tvm_cache, workers)
-                    timing = harness.compare(chosen, make_stream(seed, per_call),
-                                             repeats=calls, warmup=WARMUP)
+                    stream = make_stream(seed, per_call, sentences=model is SentenceTreeLSTM)
+                    timing = harness.compare(chosen, stream, repeats=calls, warmup=WARMUP)
                 made = timing["imperative"]
                 recursion = check_served(blocks, len(made.warmup_ms) + len(made.timed_ms))
                 ms = {name: t.median_ms for name, t in timing.items()}

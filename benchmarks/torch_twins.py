@@ -118,14 +118,16 @@ def build_reading_rnn(torch, cell, up, down, out, steps):
     return forward, [p for m in (cell, up, down, out) for p in m.parameters()]
 
 
-def _tree_tensors(torch):
-    """`prepare` for the tree models: the call's trees again, words as int64 tensors."""
-    def convert(tree):
-        word = None if tree.word is None else torch.from_numpy(tree.word.astype("int64"))
-        return Tree(word, [convert(child) for child in tree.children])
+def tree_tensors(torch, tree):
+    """`tree` again, its words as int64 tensors."""
+    word = None if tree.word is None else torch.from_numpy(tree.word.astype("int64"))
+    return Tree(word, [tree_tensors(torch, child) for child in tree.children])
 
+
+def _tree_tensors(torch):
+    """`prepare` for the tree models: the call's trees, words as int64 tensors."""
     def prepare(arguments):
-        return ([convert(tree) for tree in arguments[0]],)
+        return ([tree_tensors(torch, tree) for tree in arguments[0]],)
     return prepare
 
 

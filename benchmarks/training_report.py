@@ -1,39 +1,44 @@
 """`make report`: the JANUS workloads (the seeds' Table 3.4) on this machine.
 
-Each training script of examples/train runs as written (imperative) and with
-hybridize(dynamic=True), steps interleaved (A, B, B, A, ...), both variants
-checked to produce the same losses first; throughput is the median over steps
-of samples per second, timed until MXNet finished the step. Inference compares
-imperative, dynamic and dynamic with backend="tvm" on fresh inputs (outputs
-checked against the imperative ones). The Horovod scale factor runs a script
-with 1 and with 2 workers on 127.0.0.1 (each worker keeps its batch: JANUS's
-weak scaling). Writes docs/benchmarks.md and PNG plots beside it.
+Each training script of examples/train runs as written (MXNet imperative), with
+hybridize(dynamic=True) (gluon_dyn's graphs per call), and as its PyTorch version
+(benchmarks/torch_training.py: eager, and with torch.compile) in a worker process of
+its own, all from the same parameter values on the same batches. First the PyTorch
+versions are checked to train to the script's losses (training_twins.check_twins:
+5 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
+failure stops the report); then the variants' steps run interleaved (each round starts
+one variant later), the MXNet ones checked to compute the imperative losses over the
+warm-up steps; throughput is the median over steps of samples per second, an MXNet step
+timed until MXNet finished it, a PyTorch one inside its worker. Inference compares
+imperative, dynamic and dynamic with backend="tvm" on fresh inputs (outputs checked
+against the imperative ones). The Horovod scale factor runs a script with 1 and with 2
+workers on 127.0.0.1 (each worker keeps its batch: JANUS's weak scaling). Writes
+docs/benchmarks.md and PNG plots beside it.
 """
 import argparse
+import contextlib
 import os
 import platform
 import re
 import statistics
 import sys
 import tempfile
-import time
 
-import mxnet as mx
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TRAIN_DIR = os.path.join(ROOT, "examples", "train")
-sys.path.insert(0, TRAIN_DIR)
+import harness
+import training_twins
+from training_twins import TRAIN_DIR, build, initialized, mxnet_steps, share_values
 
-import cartpole  # noqa: E402
+import cartpole  # noqa: E402  (examples/train is on the path: training_twins)
 import gan  # noqa: E402
 import lenet  # noqa: E402
 import lstm_lm  # noqa: E402
 import tree_sentiment  # noqa: E402
-import trainkit  # noqa: E402
 from trainkit import local_workers  # noqa: E402
-from trainkit.run import parse_args, step_seed  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 
 # label, script, extra flags, JANUS's speed-up over imperative (Table 3.4),
 # warm-up steps, timed steps per variant
@@ -47,10 +52,15 @@ WORKLOADS = [
 ]
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
 
-
-def build(script, flags):
-    args = parse_args(script, ["--quiet"] + flags)
-    return script.TRAINING(args, trainkit.Workers())
+# The MXNet variants of a training step: column title and the scripts' flags that make
+# it; the first is the reference. gluon_dyn's whole-step mode (issue 27: forward,
+# backward and update as one graph) joins as one more entry, ("gluon_dyn whole step",
+# [its flags]), once the scripts offer it: the table, plots and checks take their columns
+# from this list and from the PyTorch variants that ran.
+MXNET_VARIANTS = [("MXNet imperative", []), ("gluon_dyn per-call graphs", ["--dynamic"])]
+REFERENCE = MXNET_VARIANTS[0][0]
+DYNAMIC = MXNET_VARIANTS[1][0]
+TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
 
 
 def what_it_ran(training):
@@ -70,37 +80,22 @@ def what_it_ran(training):
     return "; ".join(notes)
 
 
-def interleaved(variants, first, warmup, timed, run):
-    """Median samples/s of each variant; `run(variant, index, rng)` -> (value, samples).
-    Warm-up steps also check that every variant computes what the first one does."""
+def interleaved(variants, warmup, timed, checked):
+    """Median samples/s of each variant, a function index -> (value, samples, seconds).
+    Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
+    what checked[0] does; timed steps run in rotated order (harness.rotated)."""
     names = list(variants)
-    for index in range(first, first + warmup):
-        values = {}
-        for name in names:
-            seed = step_seed(argparse.Namespace(seed=0), index, 0)
-            mx.random.seed(seed)
-            values[name] = run(variants[name], index, np.random.RandomState(seed))[0]
-        reference = values[names[0]]
-        for name in names[1:]:
-            np.testing.assert_allclose(values[name], reference, rtol=1e-3, atol=1e-4,
-                                       err_msg="%s disagrees with %s" % (name, names[0]))
+    for index in range(warmup):
+        values = {name: variants[name](index)[0] for name in names}
+        for name in checked[1:]:
+            np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
+                                       err_msg="%s disagrees with %s" % (name, checked[0]))
     rates = {name: [] for name in names}
-    for k, index in enumerate(range(first + warmup, first + warmup + timed)):
-        for name in (names if k % 2 == 0 else names[::-1]):
-            seed = step_seed(argparse.Namespace(seed=0), index, 0)
-            mx.random.seed(seed)
-            rng = np.random.RandomState(seed)
-            mx.nd.waitall()
-            start = time.perf_counter()
-            _, samples = run(variants[name], index, rng)
-            mx.nd.waitall()
-            rates[name].append(samples / (time.perf_counter() - start))
+    for k, index in enumerate(range(warmup, warmup + timed)):
+        for name in harness.rotated(names, k):
+            _, samples, seconds = variants[name](index)
+            rates[name].append(samples / seconds)
     return {name: statistics.median(values) for name, values in rates.items()}
-
-
-def train_step(training, index, rng):
-    loss, samples = training.step(index, rng)
-    return np.array(loss), samples
 
 
 def infer_call(training, index, rng):
@@ -110,22 +105,50 @@ def infer_call(training, index, rng):
     return output.asnumpy(), samples
 
 
+def mxnet_trainings(script, flags):
+    """{title: Training} of MXNET_VARIANTS, all from the reference's initial values."""
+    reference = initialized(build(script, flags))
+    trainings = {REFERENCE: reference}
+    for title, extra in MXNET_VARIANTS[1:]:
+        trainings[title] = build(script, flags + extra)
+        share_values(reference, trainings[title])
+    return trainings
+
+
 def measure_training(label, script, flags, warmup, timed):
-    variants = {"imperative": build(script, flags), "dynamic": build(script, flags + ["--dynamic"])}
-    rates = interleaved(variants, 0, warmup, timed, train_step)
-    print("training  %-38s imperative %9.1f  dynamic %9.1f samples/s  (%.2fx)"
-          % (label, rates["imperative"], rates["dynamic"], rates["dynamic"] / rates["imperative"]),
-          flush=True)
-    return rates, what_it_ran(variants["dynamic"])
+    """(samples/s by variant, what gluon_dyn ran, the PyTorch check's results, what
+    torch.compile did) of one workload."""
+    checks = training_twins.check_twins(script, flags) if harness.torch_installed() else {}
+    trainings = mxnet_trainings(script, flags)
+    variants = {title: mxnet_steps(training) for title, training in trainings.items()}
+    twin = training_twins.describe(script, trainings[REFERENCE])
+    compiled = None
+    with contextlib.ExitStack() as workers:
+        processes = {}
+        for name, check in checks.items():
+            if check.failure is None:
+                processes[name] = workers.enter_context(
+                    training_twins.torch_process(script, twin, (name,)))
+                variants[TORCH_TITLES[name]] = training_twins.torch_steps(
+                    processes[name], name, trainings[REFERENCE].args)
+        rates = interleaved(variants, warmup, timed, [title for title, _ in MXNET_VARIANTS])
+        if "torch.compile" in processes:
+            compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
+    print("training  %-38s %s" % (label, "  ".join(
+        "%s %.1f" % (title, rate) for title, rate in rates.items())) + " samples/s", flush=True)
+    return rates, what_it_ran(trainings[DYNAMIC]), checks, compiled
 
 
 def measure_inference(label, script, flags, warmup, timed):
-    variants = {"imperative": build(script, flags), "dynamic": build(script, flags + ["--dynamic"]),
-                "tvm": build(script, flags + ["--dynamic", "--backend", "tvm"])}
-    rates = interleaved(variants, 0, max(warmup, 24), max(timed, 40), infer_call)
+    trainings = mxnet_trainings(script, flags)
+    trainings["tvm"] = build(script, flags + ["--dynamic", "--backend", "tvm"])
+    share_values(trainings[REFERENCE], trainings["tvm"])
+    variants = {title: mxnet_steps(training, infer_call)
+                for title, training in trainings.items()}
+    rates = interleaved(variants, max(warmup, 24), max(timed, 40), list(variants))
     print("inference %-38s imperative %9.1f  dynamic %9.1f  tvm %9.1f samples/s"
-          % (label, rates["imperative"], rates["dynamic"], rates["tvm"]), flush=True)
-    return rates, what_it_ran(variants["tvm"])
+          % (label, rates[REFERENCE], rates[DYNAMIC], rates["tvm"]), flush=True)
+    return rates, what_it_ran(trainings["tvm"])
 
 
 def measure_scaling(script, batch, steps, repeats):
@@ -163,19 +186,31 @@ def bar_chart(path, labels, series, ylabel, log=False):
     plt.close(figure)
 
 
-def plot(path_training, path_inference, training, inference):
+def columns(training):
+    """The training variants measured, in table order: the MXnet ones, then PyTorch's."""
+    measured = {title for rates, *_ in training.values() for title in rates}
+    return [title for title in [t for t, _ in MXNET_VARIANTS] + list(TORCH_TITLES.values())
+            if title in measured]
+
+
+def plot(figures, training, inference):
     labels = [label.split(" (")[0] for label, *_ in WORKLOADS]
 
-    def speedups(results, variant):
-        return [results[label][0][variant] / results[label][0]["imperative"]
+    def ratios(results, variant, reference):
+        return [results[label][0].get(variant, np.nan) / results[label][0][reference]
                 for label, *_ in WORKLOADS]
-    bar_chart(path_training, labels, {
-        "gluon_dyn dynamic (this machine, 2 CPU cores)": speedups(training, "dynamic"),
-        "JANUS (Table 3.4: GPU or 36-core CPU)": [w[3] for w in WORKLOADS]},
-        "training speed-up over imperative", log=True)
-    bar_chart(path_inference, labels, {
-        "dynamic (MXNet graphs)": speedups(inference, "dynamic"),
-        'dynamic, backend="tvm"': speedups(inference, "tvm")},
+    series = {title: ratios(training, title, REFERENCE) for title in columns(training)[1:]}
+    series["JANUS (Table 3.4: GPU or 36-core CPU)"] = [w[3] for w in WORKLOADS]
+    bar_chart(os.path.join(figures, "training_speedup.png"), labels, series,
+              "training speed-up over MXNet imperative", log=True)
+    if TORCH_TITLES["pytorch eager"] in columns(training):
+        bar_chart(os.path.join(figures, "training_vs_pytorch.png"), labels,
+                  {title: ratios(training, title, TORCH_TITLES["pytorch eager"])
+                   for title in columns(training) if title != TORCH_TITLES["pytorch eager"]},
+                  "training samples/s / PyTorch eager's", log=True)
+    bar_chart(os.path.join(figures, "inference_speedup.png"), labels, {
+        "dynamic (MXNet graphs)": ratios(inference, DYNAMIC, REFERENCE),
+        'dynamic, backend="tvm"': ratios(inference, "tvm", REFERENCE)},
         "inference speed-up over imperative")
 
 
@@ -187,37 +222,82 @@ def cpu_name():
         return platform.processor() or "unknown CPU"
 
 
-def write(out, training, inference, scaling, args):
+def check_cell(check):
+    """A PyTorch variant's check result (training_twins.TwinCheck), as a table cell."""
+    return "could not run: %s" % check.failure if check.failure else "%.1e" % check.difference
+
+
+def training_section(training):
+    """The training tables' lines."""
+    titles = columns(training)
+    lines = ["| workload (data, batch) | %s | JANUS speed-up |" % " | ".join(
+                 "%s samples/s" % title for title in titles),
+             "|---|%s---|" % ("---|" * len(titles))]
+    for label, _, _, janus, _, _ in WORKLOADS:
+        rates = training[label][0]
+        cells = ["%.1f" % rates[title] if title == REFERENCE else
+                 "%.1f (%.2fx)" % (rates[title], rates[title] / rates[REFERENCE])
+                 if title in rates else "-" for title in titles]
+        lines.append("| %s | %s | %.2fx |" % (label, " | ".join(cells), janus))
+    lines += ["", "(x: samples/s over MXNet imperative's.)", "",
+              "![training speed-ups](benchmarks/training_speedup.png)", ""]
+    eager = TORCH_TITLES["pytorch eager"]
+    if eager not in titles:
+        return lines + ["PyTorch is not installed (`make setup` installs it): no PyTorch "
+                        "columns.", ""]
+    lines += ["![against PyTorch eager](benchmarks/training_vs_pytorch.png)", "",
+              "### The PyTorch versions", "",
+              "`benchmarks/torch_training.py`: each script written in PyTorch (same model, "
+              "initial values, batches, loss, optimizer rule and hyper-parameters), run in a "
+              "worker process of its own with as many threads as MXNet's operators; "
+              "`torch.compile` wraps each model (default mode), the loss, backward and "
+              "optimizer step run as in eager. Before timing, each trained %d steps beside the "
+              "script as written, without dropout: the largest relative difference of a step's "
+              "loss (pass: <= %g; `benchmarks/training_twins.py` says why)." % (
+                  training_twins.CHECK_STEPS, training_twins.RTOL), "",
+              "| workload | PyTorch eager loss difference | torch.compile loss difference "
+              "| what torch.compile did | what gluon_dyn ran |", "|---|---|---|---|---|"]
+    for label, *_ in WORKLOADS:
+        _, note, checks, compiled = training[label]
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            label, check_cell(checks["pytorch eager"]), check_cell(checks["torch.compile"]),
+            compiled or "-", note))
+    slower = []
+    for label, *_ in WORKLOADS:
+        rates = training[label][0]
+        behind = ["%s %.2fx" % (title, rates[title] / rates[eager])
+                  for title, _ in MXNET_VARIANTS if rates[title] < rates[eager]]
+        if behind:
+            slower.append("- %s: %s" % (label, ", ".join(behind)))
+    lines += ["", "### Where MXNet trains slower than PyTorch eager", "",
+              "(samples/s over PyTorch eager's)", ""] + (slower or ["None."]) + [""]
+    return lines
+
+
+def write(out, training, inference, scaling, args, load):
     figures = os.path.join(os.path.dirname(out), "benchmarks")
     os.makedirs(figures, exist_ok=True)
-    plot(os.path.join(figures, "training_speedup.png"), os.path.join(figures, "inference_speedup.png"),
-         training, inference)
+    plot(figures, training, inference)
     lines = [
         "# Benchmarks: the JANUS workloads on this machine",
         "",
-        "Written by `make report` (`%s benchmarks/training_report.py%s`) on %s, %d cores. "
-        "Each workload is a training script of `examples/train/` with its default settings, run as "
-        "written (imperative) and with `hybridize(dynamic=True)` (graphs kept only where measured "
-        "faster, gluon_dyn's default); steps interleaved, both variants checked to compute the same "
-        "losses first, medians over steps of samples per second (a step is timed until MXNet "
-        "finished it). JANUS's speed-ups are from the seeds' Table 3.4 (TensorFlow 1.8 on a TITAN Xp "
-        "GPU or a 36-core CPU): compare ratios, not samples/s." % (
-            os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(ROOT) else "python",
-            (" --timed-scale %g" % args.timed_scale) if args.timed_scale != 1 else "",
-            cpu_name(), os.cpu_count()),
+        "Written by `make report` (`%s`) on %s, %d cores (load average %.2f at the start, "
+        "%.2f at the end: other jobs on the machine count). Each workload is a training script "
+        "of `examples/train/` with its default settings, run as written (MXNet imperative), with "
+        "`hybridize(dynamic=True)` (graphs kept only where measured faster, gluon_dyn's default) "
+        "and as its PyTorch version, eager and with `torch.compile`; steps interleaved (each "
+        "round starts one variant later), the MXNet variants checked to compute the same losses "
+        "over the warm-up steps, medians over steps of samples per second (an MXNet step is "
+        "timed until MXNet finished it, a PyTorch step inside its worker). MXNet's operators "
+        "and PyTorch use %s threads. JANUS's speed-ups are from the seeds' Table 3.4 "
+        "(TensorFlow 1.8 on a TITAN Xp GPU or a 36-core CPU): compare ratios, not "
+        "samples/s." % (harness.command_line(), cpu_name(), os.cpu_count(), load[0],
+                        os.getloadavg()[0], os.environ.get("MXNET_OMP_MAX_THREADS", "their default")),
         "",
         "## Training",
         "",
-        "| workload (data, batch) | imperative samples/s | dynamic samples/s | speed-up | JANUS speed-up | what gluon_dyn ran |",
-        "|---|---|---|---|---|---|",
-    ]
-    for label, _, _, janus, _, _ in WORKLOADS:
-        rates, note = training[label]
-        lines.append("| %s | %.1f | %.1f | %.2fx | %.2fx | %s |" % (
-            label, rates["imperative"], rates["dynamic"], rates["dynamic"] / rates["imperative"],
-            janus, note))
-    lines += ["", "![training speed-ups](benchmarks/training_speedup.png)", "",
-              "## Inference", "",
+    ] + training_section(training)
+    lines += ["## Inference", "",
               "One inference call on fresh inputs (LeNet and GAN: a batch; the LM: a 35 x 20 "
               "window; trees: one tree; CartPole: 20 decisions).", "",
               "| workload | imperative samples/s | dynamic samples/s | dynamic, backend=\"tvm\" samples/s "
@@ -226,8 +306,8 @@ def write(out, training, inference, scaling, args):
     for label, *_ in WORKLOADS:
         rates, note = inference[label]
         lines.append("| %s | %.1f | %.1f | %.1f | %.2fx | %.2fx | %s |" % (
-            label, rates["imperative"], rates["dynamic"], rates["tvm"],
-            rates["dynamic"] / rates["imperative"], rates["tvm"] / rates["imperative"], note))
+            label, rates[REFERENCE], rates[DYNAMIC], rates["tvm"],
+            rates[DYNAMIC] / rates[REFERENCE], rates["tvm"] / rates[REFERENCE], note))
     lines += ["", "![inference speed-ups](benchmarks/inference_speedup.png)", "",
               "## Horovod scale factor", "",
               "The script with `--dynamic` as 1 and as 2 Horovod workers on 127.0.0.1 (Gloo), each "
@@ -239,10 +319,8 @@ def write(out, training, inference, scaling, args):
         rates = scaling[label]
         lines.append("| %s | %d | %.1f | %.1f | %.2f |" % (label, batch, rates[1], rates[2],
                                                            rates[2] / (2 * rates[1])))
-    lines += ["", "PyTorch eager columns are not measured for these workloads (no PyTorch versions "
-              "of the training scripts).", ""]
     with open(out, "w") as f:
-        f.write("\n".join(lines))
+        f.write("\n".join(lines + [""]))
     print("wrote", out)
 
 
@@ -253,6 +331,7 @@ def main():
                         help="multiply every workload's timed steps (fewer for a quick look)")
     parser.add_argument("--repeats", type=int, default=2, help="Horovod runs per worker count")
     args = parser.parse_args()
+    load = os.getloadavg()
     training, inference = {}, {}
     for label, script, flags, _, warmup, timed in WORKLOADS:
         timed = max(2, int(timed * args.timed_scale))
@@ -263,7 +342,7 @@ def main():
         scaling[label] = measure_scaling(script, batch, steps, args.repeats)
         print("horovod   %-38s 1 worker %9.1f  2 workers %9.1f samples/s"
               % (label, scaling[label][1], scaling[label][2]), flush=True)
-    write(args.out, training, inference, scaling, args)
+    write(args.out, training, inference, scaling, args, load)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,13 @@ QUANTILE = 0.25
 MARGIN = 0.05
 # ...in this many consecutive measurements, before it replaces the incumbent.
 CONFIRMATIONS = 2
-# Fewest timed calls per variant a decision accepts.
-MIN_SAMPLES = 7
+# Fewest timed calls per variant a decision accepts. A dynamic block's speed check
+# measures from its first graph call on (after 3 profiling calls and a trace) with
+# calls that alternate between the graph and the forward as written, and a choice
+# is confirmed by a second measurement: 4 + 2 * 2 * MIN_SAMPLES calls until the
+# choice serves every call, 20 (issue 26). QUANTILE of 4 calls is the fastest: load
+# from other processes only adds time, so three preempted calls in four change nothing.
+MIN_SAMPLES = 4
 # A serving call in SAMPLE_EVERY is timed; the time (QUANTILE) of the last
 # RECENT_SAMPLES timed calls more than SUSPECT_RATIO times the best alternative's
 # last time makes the choice suspect, and so does SUSPECT_RATIO times less than
@@ -110,6 +115,7 @@ class MeasuredChoice:
       (FIRST_RECHECK calls, then RECHECK_GROWTH times as many) is reached.
     - `history` says what was compared and when: per measurement the call count,
       the wall-clock time, the times (ms), the choice and why.
+
     `clock` (wall-clock seconds) is injectable for tests.
     """
 

@@ -45,17 +45,30 @@ def caller_location(depth=2):
 
 
 def _location(frame):
-    origin = _origins.get(frame.f_code.co_filename, {}).get(frame.f_lineno)
-    return origin or "%s:%d" % (real_filename(frame.f_code.co_filename), frame.f_lineno)
+    return code_location(frame.f_code, frame.f_lineno)
+
+
+def code_location(code, line):
+    """'file:line' of line `line` of `code` in the user's source (through the source
+    map where `code` is converted code)."""
+    origin = _origins.get(code.co_filename, {}).get(line)
+    return origin or "%s:%d" % (real_filename(code.co_filename), line)
 
 
 def _library_frames(frame):
     """How many frames from `frame` outwards are library frames, and the first
     user frame after them (None if there is none)."""
     count = 0
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+    while frame is not None and _in_library(frame):
         frame, count = frame.f_back, count + 1
     return count, frame
+
+
+def _in_library(frame):
+    # MXNet's operator functions are generated with exec, in its own modules.
+    return frame.f_code.co_filename.startswith(_LIBRARY_DIRS) or (
+        frame.f_code.co_filename == "<string>" and
+        frame.f_globals.get("__name__", "").startswith("mxnet."))
 
 
 def user_stacklevel():

@@ -20,15 +20,30 @@ MXNet Gluon:
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
   shapes and detaches state; while a forward is traced on Symbols these answer as
   NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
-- `Parameter.data`: inside a recorded call the speed check times, a trainable
-  parameter is read through an identity that notes when its gradient arrives, so
-  the check times the call's backward too (hybridize/backward_timing.py).
+- `Symbol.T`, `dtype`, `size`, `context`, `ctx`, `stype`, `writable`, `grad`,
+  `as_in_context`, `as_in_ctx`, `copy`, `copyto`, `astype`, `reshape`,
+  `broadcast_to`, `broadcast_like`, `slice_assign`, `slice_assign_scalar`,
+  `attach_grad`, `backward`: while a forward is traced, NDArray's meaning (or a
+  refusal naming the line); outside a trace, Symbol's own
+  (hybridize/operators/attributes.py).
+- `Parameter.data`: while a forward is traced, a parameter of the block traced is
+  its graph input, as for a HybridBlock (hybridize/operators/attributes.py).
+- `mxnet.symbol.register._symbol_creator`, which every `mx.sym` operator calls:
+  inside an autograd scope a traced forward enters (`autograd.pause()`,
+  `predict_mode()`, ...), operators are made to run in the scope's training mode,
+  and those made while autograd does not record pass no gradient on
+  (hybridize/operators/context_managers.py).
 - `autograd.backward`, `NDArray.backward`: afterwards, parameters that graphs read
   only on paths that did not run are marked stale, as imperative MXNet leaves them
-  (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises.
+  (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises; and while
+  a recorded call the speed check timed awaits its backward, the backward is timed
+  to completion (hybridize/backward_timing.py).
 - `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
-  `__bool__`: while tracing, a host read names itself and its line and the forward
-  runs as Python; outside a trace they do what they did (tracing.HOST_READS).
+  `__bool__`, and the np symbol's `item`, `tolist` (MXNet's numpy interface): while
+  tracing, a host read names itself and its line and the forward runs as Python
+  (but `asscalar` of a float32 element, which the graph keeps as a number:
+  hybridize/host_values.py); outside a trace they do what they did
+  (tracing.HOST_READS, NUMPY_HOST_READS).
 - `Symbol.simple_bind`, and so the Module API: a graph holding `_cond` or
   `_while_loop`, whose shapes MXNet learns only as it runs and whose simple_bind
   it refuses, gets its arguments allocated from their inferred shapes and is bound
@@ -43,7 +58,9 @@ malt (diastatic-malt, AutoGraph's standalone fork):
   tensor predicates and keep Python semantics otherwise;
 - its conversion rules leave MXNet and gluon_dyn unconverted, and its module-level
   transpiler, which converts callees recursively, becomes gluon_dyn's
-  (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own).
+  (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own);
+- its verbosity (AUTOGRAPH_VERBOSITY) is read once, not from the environment at
+  every call converted code makes (twice a call: a tenth of a profiling call's time).
 
 MXNet's threads:
 - the importing thread's OpenMP regions (parallel copies in `asnumpy`) run on one
@@ -60,12 +77,14 @@ import malt.operators
 import mxnet as mx
 from malt.core import config
 from malt.impl import api
+from malt.utils import ag_logging
 from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer, threads
 from .ops import symbol_api
-from .hybridize import (backward_timing, dynamic, operators, python_state, stale_gradients,
-                        tracing, transpiler)
+from .hybridize import (backward_timing, dynamic, host_values, operators, python_state,
+                        stale_gradients, tracing, transpiler)
+from .hybridize.operators import attributes, context_managers
 
 _APPLIED = "__gluon_dyn_patched__"
 
@@ -91,18 +110,27 @@ def apply():
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach
+    _wrap(gluon.Parameter, "data", attributes.parameter_data)
+    _wrap(mx.symbol.register, "_symbol_creator", context_managers.creating_symbols)
+    if not getattr(mx.sym.Symbol, _APPLIED, False):   # wraps Symbol's own methods: once
+        for name, attribute in attributes.symbol_attributes().items():
+            setattr(mx.sym.Symbol, name, attribute)
+        setattr(mx.sym.Symbol, _APPLIED, True)
     _wrap(mx.sym.Symbol, "simple_bind", symbol_api.with_dynamic_shapes)
     for name in ("infer_shape", "infer_shape_partial"):
         _wrap(mx.sym.Symbol, name, symbol_api.without_training_ops)
-    _wrap(gluon.Parameter, "data", backward_timing.data_in_timed_calls)
-    _wrap(mx.autograd, "backward", stale_gradients.wrapping_backward)
-    _wrap(mx.nd.NDArray, "backward", stale_gradients.wrapping_backward)
-    for name in tracing.HOST_READS:
-        original = getattr(mx.sym.Symbol, name, None)
-        if not getattr(original, _APPLIED, False):
-            method = tracing.refusing_host_read(name, original)
-            setattr(method, _APPLIED, True)
-            setattr(mx.sym.Symbol, name, method)
+    for owner in (mx.autograd, mx.nd.NDArray):
+        _wrap(owner, "backward", lambda backward: stale_gradients.wrapping_backward(
+            backward_timing.timing_backward(backward)))
+    for symbol_class, names in ((mx.sym.Symbol, tracing.HOST_READS),
+                                (mx.sym.np._Symbol, tracing.NUMPY_HOST_READS)):
+        for name in names:
+            original = getattr(symbol_class, name, None)
+            if not getattr(original, _APPLIED, False):
+                method = tracing.refusing_host_read(
+                    name, original, host_values.read if name == "asscalar" else None)
+                setattr(method, _APPLIED, True)
+                setattr(symbol_class, name, method)
     for name, operator in operators.OVERRIDES.items():
         setattr(malt.operators, name, operator)
     horovod_trainer.install()
@@ -110,3 +138,5 @@ def apply():
     if not isinstance(api._TRANSPILER, transpiler.Transpiler):
         config.CONVERSION_RULES = transpiler.CONVERSION_RULES + tuple(config.CONVERSION_RULES)
         api._TRANSPILER = transpiler.Transpiler()
+        if ag_logging.verbosity_level is None:
+            ag_logging.verbosity_level = ag_logging.get_verbosity()

@@ -12,7 +12,7 @@ import numpy as np
 from mxnet import gluon
 
 import tvm_helpers  # noqa: F401  (TVM's thread settings)
-from gluon_dyn.export import checksums
+from gluon_dyn.graph_files import checksums
 from gluon_dyn.ops import cond, foreach, while_loop
 from tvm_bridge import compile_block
 

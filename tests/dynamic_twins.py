@@ -4,7 +4,8 @@
 whatever two runs returned (nested lists, tuples and dicts of arrays and Python
 values), and `calls_on_graphs` says how many calls of a dynamic block graphs served.
 `python_state` and `gradients` give what a run leaves on the blocks, to compare;
-`graph_figures` sums up report() over a forward split at graph breaks.
+`graph_figures` sums up report() over a forward split at graph breaks and the
+methods hybridized with `methods=`.
 """
 import random
 
@@ -126,7 +127,8 @@ def parameter_values(block):
 
 def graph_figures(made):
     """Figures of a report() (`made`), the graph segments of a forward split at graph
-    breaks included: {"graphs": graphs and compiled recursive bodies kept,
+    breaks and the methods hybridized with `methods=` included: {"graphs": graphs
+    and compiled recursive bodies kept,
     "graph_breaks": [{"at", "why"}], "fallbacks": [why the block or a segment runs as
     Python], "internal_errors": [...]}."""
     recursion = made.get("recursion") or {}
@@ -138,9 +140,11 @@ def graph_figures(made):
     if recursion.get("state", "serving") != "serving":
         figures["fallbacks"].append("recursion engine: " + recursion["state"])
     segments = made.get("graph_segments")
+    parts = list(made.get("methods", {}).values())
     if segments:
         figures["graph_breaks"].extend(segments["graph_breaks"])
-        for segment in segments["segments"]:
-            for key, value in graph_figures(segment).items():
-                figures[key] += value
+        parts += segments["segments"]
+    for part in parts:
+        for key, value in graph_figures(part).items():
+            figures[key] += value
     return figures

@@ -173,17 +173,170 @@ class WholeSumRNN(TreeRNN):
 
 
 class TopDownRNN(TreeRNN):
-    """Passes an array its caller computed down the recursion: not for the engine."""
+    """Passes an array its caller computed down the recursion (a top-down state):
+    each node's callers run first."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.descend = gluon.nn.Dense(HIDDEN, in_units=HIDDEN)
 
     def encode(self, tree, above):
         h = mx.nd.tanh(self.leaf(tree.vector) + above) if tree.is_leaf() else above
+        below = mx.nd.tanh(self.descend(above))
         for child in tree.children:
-            h = h + self.encode(child, mx.nd.tanh(above))
+            h = h + self.encode(child, below)
         return h
 
     def forward(self, trees):
         start = mx.nd.zeros((1, HIDDEN))
         return mx.nd.concat(*[self.out(self.encode(tree, start)) for tree in trees], dim=0)
+
+
+class SequentialDownRNN(TreeRNN):
+    """A call receives what the call before it returned: the calls of a node
+    cannot run together (the recursion engine gives up)."""
+
+    def encode(self, tree, above):
+        if tree.is_leaf():
+            return mx.nd.tanh(self.leaf(tree.vector) + above)
+        for child in tree.children:
+            above = self.encode(child, above)
+        return above
+
+    def forward(self, trees):
+        start = mx.nd.zeros((1, HIDDEN))
+        return mx.nd.concat(*[self.out(self.encode(tree, start)) for tree in trees], dim=0)
+
+
+# Sentences and their parses: nodes read their words' rows of the embedded sentence.
+
+class Parse:
+    """A node of a parse: `idx` the position of its word in the sentence (None for
+    a node without one), its children."""
+
+    def __init__(self, idx=None, children=()):
+        self.idx, self.children = idx, list(children)
+
+
+def constituency(rng, words, start=0, length=None):
+    """A random binary tree whose leaves are the words start .. start + words - 1;
+    given the sentence's `length`, odd positions counted from its end (negative)."""
+    if words == 1:
+        return Parse(idx=start - length if length is not None and start % 2 else start)
+    split = int(rng.randint(1, words))
+    return Parse(children=[constituency(rng, split, start, length),
+                           constituency(rng, words - split, start + split, length)])
+
+
+def dependency(rng, words):
+    """A random dependency tree: every node a word, rooted at word 0."""
+    nodes = [Parse(idx) for idx in range(words)]
+    for index in range(1, words):
+        nodes[rng.randint(index)].children.append(nodes[index])
+    return nodes[0]
+
+
+def sentence(rng, words):
+    return mx.nd.array(rng.randint(VOCAB, size=words))
+
+
+class SentenceTreeLSTM(gluon.Block):
+    """The child-sum Tree-LSTM over binary parses, a leaf's input read as
+    `x[tree.idx]` from the sentence embedded once per call (passed down the
+    recursion); `forward` takes (sentence, parse) pairs."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(VOCAB, EMBED)
+            self.iou_x = gluon.nn.Dense(3 * HIDDEN, in_units=EMBED)
+            self.iou_h = gluon.nn.Dense(3 * HIDDEN, in_units=HIDDEN, use_bias=False)
+            self.f_h = gluon.nn.Dense(HIDDEN, in_units=HIDDEN)
+            self.out = gluon.nn.Dense(CLASSES, in_units=HIDDEN)
+
+    def node(self, x, tree):
+        if not tree.children:
+            i, o, u = mx.nd.split(self.iou_x(x[tree.idx].expand_dims(axis=0)), num_outputs=3,
+                                  axis=1)
+            c = mx.nd.sigmoid(i) * mx.nd.tanh(u)
+            return mx.nd.sigmoid(o) * mx.nd.tanh(c), c
+        states = [self.node(x, child) for child in tree.children]
+        h_sum = states[0][0] + states[1][0]
+        i, o, u = mx.nd.split(self.iou_h(h_sum), num_outputs=3, axis=1)
+        c = mx.nd.sigmoid(i) * mx.nd.tanh(u)
+        for h, child_c in states:
+            c = c + mx.nd.sigmoid(self.f_h(h)) * child_c
+        return mx.nd.sigmoid(o) * mx.nd.tanh(c), c
+
+    def forward(self, pairs):
+        return mx.nd.concat(*[self.out(self.node(self.embed(words), tree)[0])
+                              for words, tree in pairs], dim=0)
+
+
+class ChildSumLSTMCell(gluon.Block):
+    """MXNet's example/gluon/tree_lstm cell: takes `F`, recurses with
+    `self.forward(F, inputs, child)` on a dependency tree (every node a word,
+    `inputs[tree.idx]`), calls `self.node_forward(...)` with the parameters'
+    arrays, and returns `(h, [h, c])`."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.i2h_weight = self.params.get("i2h_weight", shape=(4 * HIDDEN, EMBED))
+            self.hs2h_weight = self.params.get("hs2h_weight", shape=(3 * HIDDEN, HIDDEN))
+            self.hc2h_weight = self.params.get("hc2h_weight", shape=(HIDDEN, HIDDEN))
+            self.i2h_bias = self.params.get("i2h_bias", shape=(4 * HIDDEN,))
+            self.hs2h_bias = self.params.get("hs2h_bias", shape=(3 * HIDDEN,))
+            self.hc2h_bias = self.params.get("hc2h_bias", shape=(HIDDEN,))
+
+    def forward(self, F, inputs, tree):   # pylint: disable=arguments-differ
+        children_outputs = [self.forward(F, inputs, child) for child in tree.children]
+        children_states = list(zip(*children_outputs))[1] if children_outputs else None
+        return self.node_forward(F, F.expand_dims(inputs[tree.idx], axis=0), children_states,
+                                 self.i2h_weight.data(), self.hs2h_weight.data(),
+                                 self.hc2h_weight.data(), self.i2h_bias.data(),
+                                 self.hs2h_bias.data(), self.hc2h_bias.data())
+
+    def node_forward(self, F, inputs, children_states, i2h_weight, hs2h_weight, hc2h_weight,
+                     i2h_bias, hs2h_bias, hc2h_bias):
+        i2h = F.FullyConnected(data=inputs, weight=i2h_weight, bias=i2h_bias,
+                               num_hidden=4 * HIDDEN)
+        i2h_slices = F.split(i2h, num_outputs=4)
+        i2h_iuo = F.concat(*[i2h_slices[i] for i in [0, 2, 3]], dim=1)
+        if children_states:
+            hs = F.add_n(*[state[0] for state in children_states])
+            hc = F.concat(*[F.expand_dims(state[0], axis=1) for state in children_states], dim=1)
+            cs = F.concat(*[F.expand_dims(state[1], axis=1) for state in children_states], dim=1)
+            forget_gates = F.Activation(i2h_slices[1] + hc2h_bias + F.dot(hc, hc2h_weight),
+                                        act_type="sigmoid")
+        else:
+            hs = F.zeros_like(i2h_slices[0])
+        i2h_iuo = i2h_iuo + F.FullyConnected(data=hs, weight=hs2h_weight, bias=hs2h_bias,
+                                             num_hidden=3 * HIDDEN)
+        i_act, u_act, o_act = F.SliceChannel(i2h_iuo, num_outputs=3)
+        next_c = F.Activation(i_act, act_type="sigmoid") * F.Activation(u_act, act_type="tanh")
+        if children_states:
+            next_c = F.sum(forget_gates * cs, axis=1) + next_c
+        next_h = F.Activation(o_act, act_type="sigmoid") * F.Activation(next_c, act_type="tanh")
+        return next_h, [next_h, next_c]
+
+
+class PairTreeLSTM(gluon.Block):
+    """Two sentences and their dependency trees, as MXNet's example's similarity
+    model takes them (`F` first): each sentence embedded, each tree encoded."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.embed = gluon.nn.Embedding(VOCAB, EMBED)
+            self.cell = ChildSumLSTMCell()
+            self.out = gluon.nn.Dense(CLASSES, in_units=2 * HIDDEN)
+
+    def forward(self, F, l_words, r_words, l_tree, r_tree):   # pylint: disable=arguments-differ
+        left = self.cell(F, self.embed(l_words), l_tree)[1][1]
+        right = self.cell(F, self.embed(r_words), r_tree)[1][1]
+        return F.log_softmax(self.out(F.concat(left * right, F.abs(left - right), dim=1)))
 
 
 class CountingRNN(TreeRNN):

@@ -185,3 +185,17 @@ def test_an_error_in_the_worker_comes_back_and_ends_it():
 def test_a_builder_the_worker_lacks_is_an_error():
     with pytest.raises(harness.WorkerError, match="has no attribute 'build_nothing'"):
         harness.TorchProcess("build_nothing", threads=1)
+
+
+def test_pytorch_is_found_where_the_worker_looks_without_importing_it(monkeypatch, tmp_path):
+    """`make setup` installs torch off this process's path (torch_worker.TORCH_PACKAGES):
+    the benchmarks' PyTorch rows run; with no torch there, they are left out."""
+    harness.torch_installed.cache_clear()
+    try:
+        assert harness.torch_installed()
+        assert "torch" not in sys.modules
+        monkeypatch.setattr(harness.torch_worker, "TORCH_PACKAGES", str(tmp_path))
+        harness.torch_installed.cache_clear()
+        assert not harness.torch_installed()
+    finally:
+        harness.torch_installed.cache_clear()

@@ -19,7 +19,7 @@ import pytest
 from mxnet import gluon
 
 from gluon_dyn import native
-from gluon_dyn.export import checksums
+from gluon_dyn.graph_files import checksums
 
 from deploy_models import (FEATURES, MAX_STEPS, Looper, Mlp, Refiner, assert_same, copy_model,
                            export_plan, export_tagger, initialized, python_outputs, refiner_calls,

@@ -1,5 +1,5 @@
 """Integrity of exported files: export records the size and CRC-32 of every file it writes
-(prefix-checksums.json, gluon_dyn/export/checksums.py), and the C runtime and the Java binding
+(prefix-checksums.json, gluon_dyn/graph_files/checksums.py), and the C runtime and the Java binding
 refuse, naming the file, every damaged copy of a model: truncated, bit-flipped, zeroed,
 overwritten with garbage or extended, whichever file it is (parameters, graph, plan, TVM
 library, signature, the record itself). A model without a record is refused until one is

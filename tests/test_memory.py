@@ -68,8 +68,12 @@ class HybridBranchy(gluon.HybridBlock):
 def calls(block, kind):
     x = mx.nd.random.normal(shape=(4, 16))
     if kind == "recursion":
+        # New structures on every call (one tree would be one graph's key).
         leaf = mx.nd.ones((1, 4))
-        return [block(((leaf, leaf), leaf)) for _ in range(6)]
+        trees = [leaf]
+        for _ in range(6):
+            trees.append((trees[-1], leaf) if len(trees) % 2 else (leaf, trees[-1]))
+        return [block(tree) for tree in trees[1:]]
     if isinstance(block, gluon.HybridBlock):
         return [block(x) for _ in range(6)]
     return [block(x, kind) for _ in range(6)]

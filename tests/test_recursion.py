@@ -6,7 +6,7 @@ import warnings
 import mxnet as mx
 import numpy as np
 import pytest
-from mxnet import autograd
+from mxnet import autograd, gluon
 
 import gluon_dyn
 import recursive_programs as programs
@@ -27,18 +27,22 @@ def pair(cls, **options):
     return blocks
 
 
-def leaf_vectors(trees):
-    found = []
-    for tree in trees if isinstance(trees, list) else [trees]:
-        if tree.vector is not None:
-            found.append(tree.vector)
-        found += leaf_vectors(tree.children)
-    return found
+def input_vectors(value):
+    """The arrays of real numbers in the arguments (the leaves' vectors, a
+    sentence's rows), whose gradients are compared: not words' indices."""
+    if isinstance(value, (list, tuple)):
+        return [vector for item in value for vector in input_vectors(item)]
+    if isinstance(value, programs.Tree):
+        return ([value.vector] if value.vector is not None else []) + \
+            input_vectors(value.children)
+    if isinstance(value, mx.nd.NDArray) and value.ndim > 1:
+        return [value]
+    return []
 
 
 def run(block, args, train):
-    """Output, parameter gradients and leaf-vector gradients of one call."""
-    vectors = leaf_vectors(args[0])
+    """Output, parameter gradients and the gradients of the input vectors of one call."""
+    vectors = input_vectors(args)
     for vector in vectors:
         vector.attach_grad()
     if not train:
@@ -179,18 +183,120 @@ def one_warning(caught, *needles):
     return messages[0]
 
 
-def test_top_down_recursion_falls_back_with_one_warning():
+def test_top_down_recursion_runs_callers_first():
     imperative, dynamic = pair(programs.TopDownRNN)
+    batches = [(trees(80 + call, 2, vectors=True),) for call in range(10)]
+    train_steps(imperative, dynamic, batches, train=lambda call: call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == len(batches) - PROFILED
+    # The states passed down are computed by down stages, batched by depth.
+    encode = [body for body in recursion["bodies"] if body["function"].endswith("encode")]
+    down = [body["down"] for body in encode if body["down"] is not None]
+    assert down and all(stage["batched"] is True for stage in down), encode
+    assert all(body["batched"] is True for body in encode)
+
+
+def test_a_call_receiving_what_another_call_returned_gives_up_naming_it():
+    imperative, dynamic = pair(programs.SequentialDownRNN)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for call in range(8):
-            assert_same(imperative, dynamic, (trees(80 + call, 2, vectors=True),),
+        for call in range(6):
+            assert_same(imperative, dynamic, (trees(85 + call, 2, vectors=True),),
                         train=call % 2 == 0)
-    message = one_warning(caught, "recursive_programs.py:", "computed by its caller")
+    message = one_warning(caught, "recursive_programs.py:", "computed from what another "
+                          "recursive call returned")
     assert "recursion engine" in message
-    report = gluon_dyn.hybridize.report(dynamic)
-    assert report["recursion"]["state"].startswith("gave up")
     assert calls_by_kind(dynamic)["recursion"] == 0
+
+
+def sentence_pairs(seed, count, words=(2, 12), length_known=False):
+    """(sentence, parse) pairs: new sentences of new lengths, new parses; with
+    `length_known`, the odd positions counted from the sentence's end."""
+    rng = np.random.RandomState(seed)
+    found = []
+    for _ in range(count):
+        length = int(rng.randint(*words))
+        found.append((programs.sentence(rng, length),
+                      programs.constituency(rng, length, length=length if length_known
+                                            else None)))
+    return found
+
+
+def train_steps(imperative, dynamic, batches, train=lambda call: True):
+    """Each batch through both blocks (assert_same); after a training call an SGD
+    Trainer step on each, whose parameters then agree too."""
+    trainers = [gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 0.5})
+                for block in (imperative, dynamic)]
+    for call, args in enumerate(batches):
+        assert_same(imperative, dynamic, args, train(call))
+        if train(call):
+            for trainer in trainers:
+                trainer.step(1, ignore_stale_grad=True)   # a model may leave a layer unused
+            mine = {name[len(dynamic.prefix):]: param
+                    for name, param in dynamic.collect_params().items()}
+            for name, param in imperative.collect_params().items():
+                np.testing.assert_allclose(mine[name[len(imperative.prefix):]].data().asnumpy(),
+                                           param.data().asnumpy(), rtol=1e-5, atol=1e-5,
+                                           err_msg=name)
+
+
+def node_signatures(block):
+    return [body["signature"] for body in gluon_dyn.hybridize.report(block)["recursion"]["bodies"]
+            if body["function"].endswith(".node")]
+
+
+def test_rows_picked_by_numbers_of_the_tree_are_inputs_new_sentences_reuse_bodies():
+    imperative, dynamic = pair(programs.SentenceTreeLSTM)
+    stream = [(sentence_pairs(1000 + call, 1),) for call in range(16)]
+    train_steps(imperative, dynamic, stream[:8], train=lambda call: call % 2 == 1)
+    traces = gluon_dyn.hybridize.report(dynamic)["recursion"]["traces"]
+    train_steps(imperative, dynamic, stream[8:], train=lambda call: call % 2 == 1)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == len(stream) - PROFILED
+    assert recursion["traces"] == traces, "new sentences and parses were traced again"
+    # A leaf and an inner node per training mode: neither the positions nor the
+    # sentence lengths are in the signatures.
+    signatures = node_signatures(dynamic)
+    assert len(signatures) == 4, signatures
+    leaves_read = [signature for signature in signatures if "tree.idx" in signature]
+    assert len(leaves_read) == 2 and all(
+        "tree.idx indexes array input 0: int" in signature and "x.shape[0]" not in signature
+        for signature in leaves_read), leaves_read
+    assert all(body["batched"] is True for body in recursion["bodies"]
+               if body["function"].endswith(".node"))
+
+
+def test_sentences_of_a_minibatch_share_groups():
+    imperative, dynamic = pair(programs.SentenceTreeLSTM)
+    batches = [(sentence_pairs(1100 + call, 6, words=(6, 10)),) for call in range(8)]
+    train_steps(imperative, dynamic, batches, train=lambda call: call % 2 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == len(batches) - PROFILED
+    # A group per height and body (and the entry's two stages), whatever the
+    # number of sentences: the nodes of all six trees run together.
+    groups = recursion["batched_calls"] / recursion["calls"]
+    assert groups <= 2 * 9 + 2, groups
+    assert recursion["nodes"] / recursion["calls"] >= 6 * 11
+
+
+def test_mxnet_example_cell_passing_f_recursing_with_self_forward():
+    imperative, dynamic = pair(programs.PairTreeLSTM)
+    rng = np.random.RandomState(1300)
+
+    def call_args():
+        lengths = rng.randint(3, 9, size=2)
+        return (mx.nd, programs.sentence(rng, lengths[0]), programs.sentence(rng, lengths[1]),
+                programs.dependency(rng, lengths[0]), programs.dependency(rng, lengths[1]))
+    batches = [call_args() for _ in range(10)]
+    train_steps(imperative, dynamic, batches, train=lambda call: call % 2 == 1)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert calls_by_kind(dynamic)["recursion"] == len(batches) - PROFILED
+    assert any("ChildSumLSTMCell.forward" in f for f in recursion["functions"])
+    cells = [body for body in recursion["bodies"] if "ChildSumLSTMCell" in body["function"]]
+    assert cells and all(body["batched"] is True for body in cells), cells
+    assert all("F: <module" in body["signature"] for body in cells)
+    # Nodes of a body run together: fewer groups than nodes.
+    assert recursion["batched_calls"] < recursion["nodes"]
 
 
 def test_numbers_changed_by_the_forward_leave_the_engine():
@@ -233,7 +339,8 @@ def test_depth_100_in_every_mode(train):
     rng = np.random.RandomState(7)
     deep = [([programs.chain(100, rng)],) for _ in range(6)]
     for cls in (programs.MinibatchTreeLSTM,      # profiled calls, then the recursion engine
-                programs.TopDownRNN,             # the engine gives up: a graph per structure
+                programs.TopDownRNN,             # the same, callers first
+                programs.SequentialDownRNN,      # the engine gives up: a graph per structure
                 programs.PrintingRNN):           # the forward runs as Python
         imperative, dynamic = pair(cls)
         with warnings.catch_warnings():
@@ -243,11 +350,11 @@ def test_depth_100_in_every_mode(train):
                     args = ([programs.chain(100, rng, vectors=True)],)
                 assert_same(imperative, dynamic, args, train)
         kinds = calls_by_kind(dynamic)
-        if cls is programs.MinibatchTreeLSTM:
+        if cls in (programs.MinibatchTreeLSTM, programs.TopDownRNN):
             assert kinds["recursion"] == len(deep) - PROFILED
             # A program of over 100 groups: no Python recursion while building it.
             assert program_report(dynamic)["calls"] == len(deep) - PROFILED
-        elif cls is programs.TopDownRNN:   # the profiled calls, then graphs
+        elif cls is programs.SequentialDownRNN:   # the profiled calls, then graphs
             assert kinds["graph"] == len(deep) - PROFILED, kinds
         else:
             assert kinds["fallback"] >= 1

@@ -1,7 +1,7 @@
 """compile_block: a static HybridBlock's graph run through a SegmentedGraph."""
 import mxnet as mx
 
-from gluon_dyn.export import checksums
+from gluon_dyn.graph_files import checksums
 
 from .plan_export import export_plan
 from .segmented import SegmentedGraph

@@ -4,7 +4,7 @@ import json
 import os
 import zlib
 
-from gluon_dyn.export import strip_training_ops
+from gluon_dyn.graph_files.strip import strip_training_ops
 from gluon_dyn.graph_json import load_symbol
 
 from . import deploy

@@ -1,11 +1,11 @@
 """`export` for Gluon blocks: MXNet's own files (`path-symbol.json`,
 `path-0000.params`), loadable where only MXNet is installed, and the record of
 their checksums that the C and Java runtimes check (`path-checksums.json`,
-checksums.py).
+graph_files/checksums.py).
 
 A block hybridized with dynamic=True exports its general graph (dynamic.py), which
 MXNet's static executor can plan too (static_plan.py); other HybridBlocks keep
-MXNet's export, without gluon_dyn's training-only nodes (strip.py). patches.py
+MXNet's export, without gluon_dyn's training-only nodes (graph_files/strip.py). patches.py
 installs `with_dynamic_export` on HybridBlock and `block_export` on Block, which
 MXNet gives no export.
 """
@@ -13,9 +13,9 @@ import functools
 
 from ..hybridize.capture import ExportError
 from ..hybridize.runner import BlockRunner
-from . import checksums
+from ..graph_files import checksums
 from .dynamic import export_block
-from .strip import strip_symbol_file, strip_training_ops
+from ..graph_files.strip import strip_symbol_file, strip_training_ops
 
 
 def _is_dynamic(block):

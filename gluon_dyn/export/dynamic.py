@@ -13,19 +13,19 @@ after the attribute: `state0`, `state1` for `self.state = [h, c]`, `count` for a
 number); parameters and constants are in the params file. Outputs: the forward's,
 then the new values of the kept arrays and numbers it assigns, in that order.
 Under backend="tvm" the plan is written beside them (tvm_plan.py); last, the
-record of their checksums (checksums.py).
+record of their checksums (graph_files/checksums.py).
 
 The graph is written as MXNet's static executor (Symbol.bind) can plan it
-(static_plan.py), without gluon_dyn's training-only nodes (strip.py).
+(static_plan.py), without gluon_dyn's training-only nodes (graph_files/strip.py).
 """
 import mxnet as mx
 
 from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
                                  ParameterInput)
 from ..hybridize.dynamic import runner_of
-from . import checksums
+from ..graph_files import checksums
 from .static_plan import plannable
-from .strip import save_graph, stripped_graph
+from ..graph_files.strip import save_graph, stripped_graph
 from .tvm_plan import export_tvm_plan
 
 
@@ -59,7 +59,9 @@ def export_block(block, path, epoch, remove_amp_cast, max_iterations):
             fed.append(((0, source.index) if isinstance(source, ArgumentInput) else (1, position),
                         name))
             continue
-        params["%s:%s" % ("aux" if name in auxiliary else "arg", name)] = value
+        # MXNet's params file holds legacy arrays (np ones are views of them): MXNet's
+        # loaders give np arrays again in np mode.
+        params["%s:%s" % ("aux" if name in auxiliary else "arg", name)] = value.as_nd_ndarray()
     mx.nd.save("%s-%04d.params" % (path, epoch), params)
     data_names = [name for _, name in sorted(fed)]
     if runner.tvm is not None:

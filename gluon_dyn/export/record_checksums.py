@@ -1,13 +1,13 @@
 """`python -m gluon_dyn.export.record_checksums PREFIX [EPOCH]`: record the checksums of
 files exported without gluon_dyn (MXNet's own export, an older gluon_dyn), which the C and
-Java runtimes refuse to load without them (checksums.py). The files are recorded as they are:
+Java runtimes refuse to load without them (graph_files/checksums.py). The files are recorded as they are:
 run it only on files you trust. A plan beside them (PREFIX-plan.json) is recorded with the
 files it names.
 """
 import os
 import sys
 
-from .checksums import PLAN_SUFFIX, write
+from ..graph_files.checksums import PLAN_SUFFIX, write
 
 
 def main(argv):

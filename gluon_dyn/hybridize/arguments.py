@@ -1,17 +1,26 @@
 """A forward's arguments as structure plus arrays: graphs are specialised on structure.
 
 Arrays, Python values, lists, dicts and plain objects (a parse tree's nodes, say)
-are walked, and Blocks are taken as they are (keyed by identity); the structure (types, lengths, attribute names, values, array shapes
-and dtypes) keys the graph, and the arrays, wherever they sit, are its inputs.
+are walked, and Blocks are taken as they are (keyed by identity); the structure
+(types, lengths, attribute names, values, array shapes and dtypes, the context the
+arrays are on) keys the graph, and the arrays, wherever they sit, are its inputs
+(NumPy arrays too: numpy_arguments.py). Modules, functions, methods and classes
+(the `F` MXNet's examples pass, `net(mx.nd, x, tree)`) are Python values keyed by
+identity: traced code calls them as they are.
 """
+import functools
+import inspect
+
 import mxnet as mx
+import numpy as np
 
 from mxnet import gluon
 
-from .graph_breaks import Unbound
+from .unbound import Unbound
+from .numpy_arguments import NumpyArgument
 
 MAX_NODES = 10000
-_SIMPLE = (bool, int, float, str, bytes, type(None))
+_SIMPLE = (bool, int, float, str, bytes, type(None), np.generic)
 
 
 class Unsupported(Exception):
@@ -27,17 +36,33 @@ class ArgumentLayout:
     def __init__(self, args):
         self.structure_parts = []
         self.leaves = []
+        self.numpy_leaves = set()   # indices of the leaves that are NumPy arrays
         self.mutables = []
         self._seen = set()
+        self._contexts = []
         self._visit(args, ())
+        # The context the graph runs on, which traced code reads (`x.context`): that of
+        # the argument arrays (None without any).
+        self.context = self._contexts[0] if self._contexts else None
+        if self._contexts:
+            self.structure_parts.append(("contexts", tuple(sorted(set(self._contexts), key=str))))
         self.structure = tuple(self.structure_parts)
-        del self._seen
+        del self._seen, self._contexts
 
     def _visit(self, value, path):
         if len(self.structure_parts) > MAX_NODES:
             raise Unsupported("the arguments hold more than %d values" % MAX_NODES)
         if isinstance(value, mx.nd.NDArray):
             self.structure_parts.append(("array", value.shape, value.dtype))
+            if isinstance(value, mx.np.ndarray):   # its graph input is an np symbol
+                self.structure_parts.append(("numpy interface",))
+            self.leaves.append(path)
+            self._contexts.append(graph_context(value.context))
+        elif isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+            # A graph input too, the code converting it (numpy_arguments.py).
+            self.structure_parts.append(("array", value.shape, value.dtype))
+            self.structure_parts.append(("numpy array",))
+            self.numpy_leaves.add(len(self.leaves))
             self.leaves.append(path)
         elif isinstance(value, Unbound):   # a variable a part of a split forward left unset
             self.structure_parts.append(("unbound", value.name))
@@ -58,10 +83,13 @@ class ArgumentLayout:
             self.structure_parts.append(("dict", tuple(keys)))
             for key in keys:
                 self._visit(value[key], path + (("key", key),))
-        elif hasattr(value, "__dict__") and not isinstance(value, (gluon.Block, type)) \
-                and not callable(value):
+        elif is_keyed_by_identity(value):
+            self.structure_parts.append(("python", ByIdentity(value)))
+        elif hasattr(value, "__dict__"):
             self._enter(value, path)
             names = sorted(name for name in vars(value) if not name.startswith("_"))
+            if callable(value):   # state its class may keep outside __dict__ too
+                self.structure_parts.append(("callable", ByIdentity(value)))
             self.structure_parts.append(("object", type(value).__qualname__, tuple(names)))
             for name in names:
                 self._visit(getattr(value, name), path + (("attr", name),))
@@ -74,6 +102,42 @@ class ArgumentLayout:
         self._seen.add(id(container))
         if not isinstance(container, tuple):
             self.mutables.append((path, container))
+
+
+def is_keyed_by_identity(value):
+    """A module, function, method, class or partial function: a Python value the
+    graph is keyed on by identity (its contents are code, not data)."""
+    return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value) or \
+        isinstance(value, functools.partial)
+
+
+class ByIdentity:
+    """In a structure: a Python value equal only to itself (a bound method: to the same
+    function bound to the same object), kept alive so that its id is not reused."""
+    __slots__ = ("value", "_identity")
+
+    def __init__(self, value):
+        self.value = value
+        self._identity = (id(value.__self__), id(value.__func__)) if inspect.ismethod(value) \
+            else (id(value),)
+
+    def __eq__(self, other):
+        return isinstance(other, ByIdentity) and self._identity == other._identity
+
+    def __hash__(self):
+        return hash(self._identity)
+
+    def __repr__(self):
+        return getattr(self.value, "__qualname__", None) or getattr(self.value, "__name__", None) \
+            or type(self.value).__name__
+
+
+def graph_context(context):
+    """The context a graph runs an array of `context` on: arrays in shared or pinned
+    CPU memory (a DataLoader's batch) run on the CPU (capture.ArgumentInput)."""
+    if context.device_type in ("cpu_shared", "cpu_pinned"):
+        return mx.cpu(context.device_id)
+    return context
 
 
 class ArgumentSkeleton:
@@ -91,7 +155,7 @@ class ArgumentSkeleton:
 
 
 class _ArraySpec(tuple):
-    """In a skeleton: an array's (shape, dtype, context)."""
+    """In a skeleton: an array's (shape, dtype, context, type: NDArray or mx.np.ndarray)."""
 
 
 class _Opaque(str):
@@ -100,8 +164,10 @@ class _Opaque(str):
 
 def _skeleton(value):
     if isinstance(value, mx.nd.NDArray):
-        return _ArraySpec((value.shape, value.dtype, value.context))
-    if isinstance(value, _SIMPLE):
+        return _ArraySpec((value.shape, value.dtype, value.context, type(value)))
+    if isinstance(value, np.ndarray):
+        return _ArraySpec((value.shape, value.dtype, None, np.ndarray))
+    if isinstance(value, _SIMPLE) or is_keyed_by_identity(value):
         return value
     if isinstance(value, (list, tuple)):
         items = [_skeleton(item) for item in value]
@@ -113,8 +179,11 @@ def _skeleton(value):
 
 def _fleshed(skeleton):
     if isinstance(skeleton, _ArraySpec):
-        shape, dtype, context = skeleton
-        return mx.nd.zeros(shape, ctx=context, dtype=dtype)
+        shape, dtype, context, array_type = skeleton
+        if array_type is np.ndarray:
+            return np.zeros(shape, dtype=dtype)
+        zeros = mx.nd.zeros(shape, ctx=context, dtype=dtype)
+        return zeros.as_np_ndarray() if issubclass(array_type, mx.np.ndarray) else zeros
     if isinstance(skeleton, _Opaque):
         raise Unsupported("an argument is a Python object (%s); an exported graph takes arrays"
                           % skeleton)
@@ -179,7 +248,9 @@ class Substituted:
     def __init__(self, args, layout, variables):
         self._originals = [(mutable, contents(mutable)) for _, mutable in layout.mutables]
         self.args = list(args)
-        for path, variable in zip(layout.leaves, variables):
+        for index, (path, variable) in enumerate(zip(layout.leaves, variables)):
+            if index in layout.numpy_leaves:
+                variable = NumpyArgument(variable)
             self.args = _assigned(self.args, path, variable)
         self.traced = [contents(mutable) for _, mutable in layout.mutables]
 

@@ -10,7 +10,7 @@ open (None) and one graph serves every size of it.
 import collections
 import dataclasses
 
-from . import arguments
+from . import arguments, numpy_interface
 from .python_state import python_state
 
 MAX_GRAPHS = 16
@@ -22,12 +22,17 @@ class CacheKey:
     training: bool
     python_values: tuple    # ((name, value), ...); child blocks as ("block", id)
     arguments: tuple        # arguments.ArgumentLayout.structure, open dims as None
+    # numpy_interface.mode(): np shape semantics change what operators give.
+    interface: tuple = (False, False)
 
     def miss_reason(self, cached):
         """Why this key does not match `cached`, readably: "argument array 0 dim 0:
         expected 4, got 3", "Python value use_gate: expected True, got False"."""
         if cached.training != self.training:
             return "training mode: expected %s, got %s" % (cached.training, self.training)
+        if cached.interface != self.interface:
+            return "MXNet's numpy interface (np shape, np array): expected %s, got %s" % (
+                cached.interface, self.interface)
         then = dict(cached.python_values)
         for name, value in self.python_values:
             if name in then and then[name] != value:
@@ -85,7 +90,8 @@ def key_for(block, training, layout, ladder, unkeyed_paths):
     """The key of a call; the block attributes in `unkeyed_paths` (graph inputs, or
     containers graphs only write to) are not part of it."""
     return CacheKey(training, python_state(block, unkeyed=unkeyed_paths),
-                    arguments.relaxed_structure(layout, ladder.open_dims()))
+                    arguments.relaxed_structure(layout, ladder.open_dims()),
+                    numpy_interface.mode())
 
 
 class GraphCache:

@@ -10,10 +10,14 @@ import dataclasses
 import typing
 
 import mxnet as mx
+import numpy as np
 
 from .. import graph_json, native
+from ..ops import gradient_flow
 from . import arguments, deferred, deferred_init, guards, tracing
 from .argument_writes import argument_writes
+from .host_values import is_host_value
+from .numpy_interface import as_legacy, is_numpy_symbol
 from .outputs import OutputTemplates, holds_alias as _holds_alias
 from .weak_binding import BlockReference
 from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
@@ -40,6 +44,8 @@ class ArgumentInput:
 
     def value(self, args, states):
         array = arguments.get(args, self.path)
+        if isinstance(array, np.ndarray):    # numpy_arguments.py
+            return mx.nd.array(array, dtype=array.dtype)
         # Operators take arrays in shared memory (a DataLoader's batch) beside arrays
         # on the CPU, and give results on the CPU; MXNet's CachedOp wants one context.
         if array.context.device_type == "cpu_shared":
@@ -56,8 +62,10 @@ class StateInput:
     def value(self, args, states):
         # Detached: its history (the previous call's graph) is usually freed by that
         # call's backward, and MXNet's cached graphs cannot take such an array as a
-        # recorded input.
-        return as_list(states[self.path][2])[self.index].detach()
+        # recorded input. An array with a gradient attached (d2l's scratch weights)
+        # is a leaf its gradient must reach, as it is.
+        array = as_list(states[self.path][2])[self.index]
+        return array if array.grad is not None else array.detach()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -111,7 +119,9 @@ def _tensor_write(path, value):
 
 
 def _number_write(path, number_type):
-    return StateWrite(path, 1, lambda outputs: python_number(outputs[0].asscalar(), number_type))
+    # .item(): the number may come from np code, as an np array (shape ()).
+    return StateWrite(path, 1, lambda outputs: python_number(outputs[0].asnumpy().item(),
+                                                             number_type))
 
 
 def python_number(value, number_type):
@@ -139,6 +149,15 @@ class Capture:
     # the paths of those mutable arguments, if the writes or out_format refer to them.
     argument_writes: list = dataclasses.field(default_factory=list)
     mutable_paths: list = dataclasses.field(default_factory=list)
+    # Positions among the outputs and state outputs of the arrays the code made as
+    # np arrays (numpy_interface.py): the graph gives legacy ones.
+    numpy_outputs: frozenset = frozenset()
+    # {position among the outputs and state outputs: names of the captured inputs it
+    # reads} of the outputs computed from constants and arrays captured from outside
+    # only. Imperatively such an array has autograd history only if one of those
+    # arrays has: a recorded run gives it without otherwise (in-place writes into
+    # arrays made from it then work, as imperatively).
+    untracked_outputs: dict = dataclasses.field(default_factory=dict)
 
     @property
     def reads_state(self):
@@ -219,10 +238,12 @@ class Tracer:
         prefix = self.block.prefix.rstrip("_") or "block"
         names = InputNames(prefix if export is None else None, len(layout.leaves))
         sources, shapes, variables = {}, {}, []
+        dtypes = {}
         for i, path in enumerate(layout.leaves):
-            name = names.argument(i)
-            variables.append(mx.sym.var(name))
-            sources[name], shapes[name] = ArgumentInput(path, i), arguments.get(args, path).shape
+            name, array = names.argument(i), arguments.get(args, path)
+            variables.append(tracing.variable(name, array))
+            sources[name], shapes[name] = ArgumentInput(path, i), array.shape
+            dtypes[name] = array.dtype
         with arguments.Substituted(args, layout, variables) as substituted_args, \
                 Rollback(self.block, self.where, frozenset(self.number_paths)) as rollback:
             substituted = self._state_as_variables(names, sources, shapes)
@@ -234,6 +255,11 @@ class Tracer:
             shapes.update({name: p.shape for name, p in params.items()
                            if p.shape and all(p.shape)})
             trace = tracing.Trace(prefix, shapes, ndarray_code=self.ndarray_code)
+            trace.dtypes = dict(dtypes, **_kept_dtypes(sources, rollback.saved))
+            trace.kept_containers = {id(container) for container, _ in rollback.containers} | \
+                {id(copy) for _, _, _, copy in watched.values()}
+            trace.context = layout.context
+            trace.numpy = mx.util.is_np_array()
             trace.profile = self.profile if export is None else None
             trace.export = export
             for _, _, _, copy in watched.values():
@@ -281,7 +307,7 @@ class Tracer:
             for j, array in enumerate(as_list(value)):
                 name = names.state(path, j, isinstance(value, (list, tuple)))
                 sources[name], shapes[name] = StateInput(path, j), array.shape
-                variables.append(mx.sym.var(name))
+                variables.append(tracing.variable(name, array))
             substituted[path] = like(value, variables)
             setattr(owner, attr, substituted[path])
         return substituted
@@ -328,6 +354,8 @@ class Tracer:
         writes = []
         for path, (owner, attr, variable, number_type) in numbers.items():
             now = getattr(owner, attr)
+            if is_host_value(now):   # a number read from a tensor, kept in the graph
+                now = now.symbol
             if isinstance(now, mx.sym.Symbol) and now is not variable:
                 writes.append((_number_write(path, number_type), [now]))
             elif isinstance(now, NUMBER_TYPES):
@@ -341,11 +369,17 @@ class Tracer:
     def _graph(self, outputs, out_format, changed_arguments, layout, writes, trace, sources,
                params, shape_reads, exact):
         all_writes = [write for write, _ in writes]
-        state_outputs = [v for _, values in writes for v in values]
+        produced = outputs + [v for _, values in writes for v in values]
+        # np symbols leave the graph as legacy ones, their arrays made np ones again
+        # after each run (numpy_interface.py).
+        numpy_outputs = frozenset(i for i, o in enumerate(produced) if is_numpy_symbol(o))
         # An output that is an input as it came (`return x`) must be a node of the
         # graph for MXNet's backward: pass it through identity.
         heads = [mx.sym.identity(o) if o.get_children() is None else o
-                 for o in outputs + state_outputs]
+                 for o in as_legacy(produced)]
+        captured_names = {variable.name for variable, _ in trace.captured.values()}
+        untracked_outputs = gradient_flow.outputs_reading_only(
+            mx.sym.Group(heads), captured_names) if heads else {}
         # An exported graph leaves stale-gradient bookkeeping to its new owner.
         conditional = [] if trace.export else self._conditionally_read(heads, trace, params)
         if conditional:
@@ -377,7 +411,7 @@ class Tracer:
                        shape_reads, exact, block_tree(self.block)[1:],
                        [params[name] for name in conditional], changed_arguments,
                        [path for path, _ in layout.mutables] if changed_arguments or
-                       _holds_alias(out_format) else [])
+                       _holds_alias(out_format) else [], numpy_outputs, untracked_outputs)
 
     @staticmethod
     def _conditionally_read(heads, trace, params):
@@ -389,6 +423,18 @@ class Tracer:
         always = graph_json.read_outside_control_flow(mx.sym.Group(heads), candidates,
                                                       ignored_ops=native.TRAINING_ONLY_OPS)
         return sorted(candidates - always)
+
+
+def _kept_dtypes(sources, saved):
+    """{input name: dtype} of the arrays and numbers kept on blocks (`saved`: the
+    Rollback's state attributes, before the trace replaced them)."""
+    dtypes = {}
+    for name, source in sources.items():
+        if isinstance(source, StateInput):
+            dtypes[name] = as_list(saved[source.path][2])[source.index].dtype
+        elif isinstance(source, NumberInput):
+            dtypes[name] = np.float32     # given as a float32 array
+    return dtypes
 
 
 def _finish_deferred_initialization(graph, shapes, params):

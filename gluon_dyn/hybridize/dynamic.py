@@ -3,13 +3,15 @@
 The block's forward is converted (transpiler.py) and replaced by a BlockRunner
 (runner.py), which keys each call (cache_key.py), traces graphs (capture.py),
 runs them (executor.py), guards its assumptions and falls back to Python where a
-graph cannot reproduce the program. patches.py wraps Gluon's `hybridize` with
-`with_dynamic`.
+graph cannot reproduce the program; `methods=("neg_log_likelihood",)` gives other
+methods of the block runners of their own (methods.py). patches.py wraps Gluon's
+`hybridize` with `with_dynamic`.
 """
 import functools
 
 from mxnet import gluon
 
+from . import methods as block_methods
 from .python_state import block_tree
 from .runner import BlockRunner
 from .weak_binding import scope_without_cycle
@@ -18,17 +20,22 @@ from .weak_binding import scope_without_cycle
 def with_dynamic(hybridize):
     """Gluon's `hybridize`, taking the keyword arguments of the dynamic mode."""
     @functools.wraps(hybridize)
-    def wrapper(self, active=True, *args, dynamic=False, profile_calls=3, speculate=True,
-                max_guard_failures=1, check_speed=None, backend="mxnet", backend_options=None,
-                **kwargs):
+    def wrapper(self, active=True, *args, dynamic=False, methods=(), profile_calls=3,
+                speculate=True, max_guard_failures=1, check_speed=None, backend="mxnet",
+                backend_options=None, **kwargs):
+        if methods and not (dynamic and active):
+            raise ValueError("hybridize(methods=%r) runs methods on graphs with dynamic=True "
+                             "(and active=True)" % (methods,))
         if isinstance(vars(self).get("forward"), BlockRunner):
             del self.forward
+        block_methods.remove(self)
         result = hybridize(self, active, *args, **kwargs)
         if dynamic and active:
-            self.forward = BlockRunner(self, profile_calls=profile_calls, speculate=speculate,
-                                       max_guard_failures=max_guard_failures,
-                                       check_speed=check_speed, backend=backend,
-                                       backend_options=backend_options)
+            options = dict(profile_calls=profile_calls, speculate=speculate,
+                           max_guard_failures=max_guard_failures, check_speed=check_speed,
+                           backend=backend, backend_options=backend_options)
+            self.forward = BlockRunner(self, **options)
+            block_methods.install(self, methods, options, self.forward.lock)
             # Calls go through the runner; imperative runs (profiling, fallback) must
             # reach hybrid_forward rather than Gluon's own cached graph.
             if isinstance(self, gluon.HybridBlock):
@@ -60,7 +67,9 @@ def runner_of(block):
 
 
 def report(block):
-    """What `hybridize(dynamic=True)` did with `block`.
+    """What `hybridize(dynamic=True)` did with `block`: its forward's runner's report,
+    and under "methods" the report of each method hybridized with `methods=`
+    ({name: report}, each with the keys below).
 
     A dict: "converted" (the functions converted), "cached_graphs" and "traces"
     (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
@@ -84,4 +93,7 @@ def report(block):
     are one product of the stacked steps) and "tvm" (under backend="tvm": the
     plans, the plans and TVM functions built so far, and where TVM failed).
     """
-    return runner_of(block).report()
+    made = runner_of(block).report()
+    made["methods"] = {name: runner.report()
+                       for name, runner in sorted(block_methods.runners_of(block).items())}
+    return made

@@ -12,13 +12,14 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import graph_json
+from ..ops.gradient_flow import has_history
 from . import (arguments, equivalent_ops, fused_cells, gradient_sums, guards, row_projections,
                stacked_weight_gradients, stale_gradients)
 from .graph_choice import MeasuredGraphs
-from .capture import ArgumentInput
+from .capture import ArgumentInput, ParameterInput
 from .cut_graph import CutGraph
 from .outputs import rebuild_outputs
-from .python_state import tensor_attributes
+from .python_state import owner_of
 
 
 @dataclasses.dataclass
@@ -35,6 +36,12 @@ class GraphExecutor:
         graph serves (its cache key leaves them open); `cells`: the block's RNN cells
         MXNet's RNN operator computes (fused_cells.cells_of)."""
         self.capture = capture
+        # Per graph input: its source, and the Parameter it reads, if it reads one
+        # directly (`_inputs`).
+        self._sources = [(source, source.parameter if isinstance(source, ParameterInput) and
+                          source.parameter._stype == "default" else None)
+                         for source in capture.inputs]
+        self._reads_state = capture.reads_state
         self.cells = cells or {}
         self.tvm = tvm            # tvm_backend.TvmBackend, or None
         self.tvm_plans = {}       # input shapes -> tvm_bridge.SegmentedGraph (None: failed)
@@ -71,8 +78,7 @@ class GraphExecutor:
 
     def run(self, block, args):
         capture = self.capture
-        states = tensor_attributes(block) if capture.reads_state else None
-        inputs = [source.value(args, states) for source in capture.inputs]
+        inputs = self._inputs(args, _StateAttributes(block) if self._reads_state else None)
         plan = self.tvm.plan_for(self, inputs) if self.tvm is not None else None
         results = plan(*inputs) if plan is not None else self._cached_op(inputs)(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
@@ -90,6 +96,10 @@ class GraphExecutor:
                 stale_gradients.note_run(
                     [p for p, flag in zip(capture.conditional_parameters, ran) if flag],
                     [p for p, flag in zip(capture.conditional_parameters, ran) if not flag])
+        if capture.untracked_outputs and autograd.is_recording():
+            results = _without_untracked_history(capture, inputs, results)
+        results = [result.as_np_ndarray() if i in capture.numpy_outputs else result
+                   for i, result in enumerate(results)]
         position = capture.num_outputs
         for write in capture.writes:
             write.apply(block, results[position:position + write.count])
@@ -101,6 +111,21 @@ class GraphExecutor:
         for write in capture.argument_writes:
             write.apply(mutables, outputs)
         return Run(rebuild_outputs(capture.out_format, outputs, mutables))
+
+    def _inputs(self, args, states):
+        """The graph's inputs for a call. A parameter's array is read as
+        Parameter.data() gives it where it has one (initialized on one context): a
+        call reads every parameter of the model (260 for a MobileNetV2), and
+        data()'s checks cost more than the array it returns."""
+        inputs = []
+        for source, parameter in self._sources:
+            if parameter is None:
+                inputs.append(source.value(args, states))
+                continue
+            arrays = parameter._data      # pylint: disable=protected-access
+            inputs.append(arrays[0] if arrays is not None and len(arrays) == 1
+                          else parameter.data())
+        return inputs
 
     def recording_report(self):
         """What the graph of recorded runs computes differently, or None before one ran."""
@@ -207,6 +232,29 @@ class GraphExecutor:
     def _input_shapes(self, inputs):
         return {name: array.shape for name, array in zip(self.capture.symbol.list_inputs(),
                                                           inputs)}
+
+
+class _StateAttributes:
+    """The arrays kept on the block tree that graph inputs read, as
+    python_state.tensor_attributes gives them (path -> (owner, attribute, value)),
+    each looked up by its path: not the whole tree walked at every call."""
+
+    def __init__(self, block):
+        self.block = block
+
+    def __getitem__(self, path):
+        owner, attr = owner_of(self.block, path)
+        return owner, attr, vars(owner)[attr]
+
+
+def _without_untracked_history(capture, inputs, results):
+    """`results` with the outputs computed from constants and captured arrays that
+    have no autograd history detached: imperatively MXNet records no operation on
+    arrays without history, while a recorded CachedOp gives all its outputs one."""
+    arrays = dict(zip(capture.symbol.list_inputs(), inputs))
+    untracked = {i for i, names in capture.untracked_outputs.items()
+                 if not any(has_history(arrays[name]) for name in names)}
+    return [result.detach() if i in untracked else result for i, result in enumerate(results)]
 
 
 def _planned_flags(capture):

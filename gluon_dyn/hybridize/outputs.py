@@ -6,11 +6,13 @@ Python values, and arrays made outside the graph (constants it captured), as the
 are; a list, dict or object the call was given is returned as the caller's own.
 Elements appended to a list under a branch or loop on a tensor (effects.py) come
 out with their presence flags, and the list is rebuilt with the elements the run
-produced: how many there are is read from the graph's outputs.
+produced: how many there are is read from the graph's outputs. Numbers read from
+tensors and kept in the graph (host_values.py) come out as Python numbers again.
 """
 import mxnet as mx
 
 from . import effects, tracing
+from .host_values import HostValue, python_value
 from .python_state import NUMBER_TYPES
 
 _PYTHON_VALUES = NUMBER_TYPES + (str, type(None), mx.nd.NDArray)
@@ -18,6 +20,14 @@ _PYTHON_VALUES = NUMBER_TYPES + (str, type(None), mx.nd.NDArray)
 
 class _Output(int):
     """In a template: the position of a graph output."""
+
+
+class _Number:
+    """In a template: a number read from a tensor and kept in the graph (host_values.py):
+    the position of its graph output, and its Python type."""
+
+    def __init__(self, position, value_type):
+        self.position, self.value_type = position, value_type
 
 
 class _Present:
@@ -50,10 +60,13 @@ class OutputTemplates:
     def __init__(self, where, aliases=None):
         self.where, self.aliases = where, aliases or {}
         self.symbols = []
+        self._positions = {}    # id(Symbol) -> its position among `symbols`
 
     def template(self, value):
         if isinstance(value, mx.sym.Symbol):
             return self._output(value)
+        if isinstance(value, HostValue):
+            return _Number(self._output(value.symbol), value.type)
         if id(value) in self.aliases:
             return _Alias(self.aliases[id(value)])
         if isinstance(value, effects.Conditional) and isinstance(value.value, mx.sym.Symbol):
@@ -71,8 +84,12 @@ class OutputTemplates:
                                        % type(value).__name__, self.where)
 
     def _output(self, symbol):
-        self.symbols.append(symbol)
-        return _Output(len(self.symbols) - 1)
+        # One array held twice (`return x, x`; `y = x` passed on by a part of a split
+        # forward) is one array after the run too, as imperatively.
+        if id(symbol) not in self._positions:
+            self._positions[id(symbol)] = len(self.symbols)
+            self.symbols.append(symbol)    # keeps the id unique
+        return _Output(self._positions[id(symbol)])
 
 
 def holds_alias(template):
@@ -88,6 +105,8 @@ def rebuild_outputs(template, results, mutables=()):
     """A value from its template, the graph's outputs and the call's mutable arguments."""
     if isinstance(template, _Output):
         return results[template]
+    if isinstance(template, _Number):
+        return python_value(results[template.position], template.value_type)
     if isinstance(template, _Alias):
         return mutables[template]
     if isinstance(template, (list, tuple)):

@@ -7,13 +7,17 @@ A block's state is its public attributes and the private ones its own classes se
 bookkeeping Gluon's Block, HybridBlock and recurrent cells keep for themselves
 (`_children`, `_cached_graph`, a cell's `_counter`, ...).
 """
+import itertools
+import operator
 import weakref
 
 import mxnet as mx
+import numpy as np
 from mxnet import gluon
 
 from . import tracing
-from .transpiler import closure_cells, global_reads
+from .host_values import is_host_value
+from .converted_reads import closure_cells, global_reads
 
 _SIMPLE_TYPES = (bool, int, float, str, type(None))
 NUMBER_TYPES = (bool, int, float)
@@ -43,7 +47,7 @@ def python_state(block, unkeyed=frozenset()):
     """The Python values a forward may branch on: those of the block tree (but the
     attribute paths in `unkeyed`, which graphs take as inputs), and the
     module-level values converted code reads."""
-    return tuple(item for item in _block_state(block) if item[0] not in unkeyed) + global_state()
+    return _walked_tree(block).key_items(unkeyed) + global_state()
 
 
 def global_state():
@@ -62,27 +66,121 @@ def global_state():
     return tuple(values)
 
 
-# Bumped whenever an attribute of a block is set or deleted or a child registered
-# (patches.py): a block tree's attributes are walked again only then. Lists, dicts
-# and sets change in place, so their keys are made afresh at every call.
+# Bumped whenever a child is registered, or a block's state attribute set to a value
+# it is walked otherwise or deleted (patches.py): a block tree's attributes are
+# walked again only then, not after each call of a recurrent cell (its `_counter`)
+# or each graph run writing arrays of the same shapes back. Lists, dicts and sets
+# change in place: their keys are made again when their contents changed.
 _changes = [0]
-_walked = weakref.WeakKeyDictionary()   # block -> (changes, [(item, container or None)])
+_walked = weakref.WeakKeyDictionary()   # block -> _WalkedTree
 
 
 def noting_block_changes(method):
-    """`method` of Block (setting an attribute, registering a child), counting the change."""
-    def counting(self, *args, **kwargs):
-        _changes[0] += 1
-        return method(self, *args, **kwargs)
-    return counting
+    """`method` of Block (setting or deleting an attribute, registering a child),
+    counting a change of what _walk finds."""
+    if method.__name__ not in ("__setattr__", "__delattr__"):
+        def counting(self, *args, **kwargs):
+            _changes[0] += 1
+            return method(self, *args, **kwargs)
+        return counting
+
+    def counting_state(self, name, *value):
+        if is_state_attribute(name) and not (
+                value and _walked_alike(vars(self).get(name, _MISSING), value[0])):
+            _changes[0] += 1
+        return method(self, name, *value)
+    return counting_state
 
 
-def _block_state(block):
+def _walked_alike(old, new):
+    """Whether _walk finds the same entry for an attribute holding `new` as for
+    `old`: both not walked, equal simple values of the same types, one list, dict
+    or set, or arrays of the same shapes and dtypes."""
+    if old is new:
+        return True
+    if isinstance(old, _SKIPPED_TYPES) or isinstance(new, _SKIPPED_TYPES):
+        return False
+    if _is_simple(old) or _is_simple(new):
+        return _is_simple(old) and _is_simple(new) and _same_simple(old, new)
+    if isinstance(old, (list, dict, set)) or isinstance(new, (list, dict, set)):
+        return False
+    if is_tensor_value(old) or is_tensor_value(new):
+        return is_tensor_value(old) and is_tensor_value(new) and \
+            tensors_key(old) == tensors_key(new)
+    return True
+
+
+def _same_simple(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_simple(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _walked_tree(block):
     walked = _walked.get(block)
-    if walked is None or walked[0] != _changes[0]:
-        walked = _walked[block] = (_changes[0], _walk(block))
-    return tuple(item if container is None else (item[0], _mutable_key(container))
-                 for item, container in walked[1])
+    if walked is None or walked.changes != _changes[0]:
+        walked = _walked[block] = _WalkedTree(_changes[0], _walk(block))
+    return walked
+
+
+class _WalkedTree:
+    """The entries _walk found in a block tree, and the key items made from them last:
+    made again where a list, dict or set among them holds other contents. One holding
+    only simple values, which cannot change in place, holds the same contents while
+    it holds the same objects (MXNet's layers keep their operators' arguments in a
+    dict: 106 of them in a MobileNetV2, checked in C, without a Python step per
+    item); others are keyed again at every call."""
+
+    def __init__(self, changes, entries):
+        self.changes = changes
+        self.entries = entries
+        self.items = None           # the key items, as made last
+        self.simple = []            # the containers of simple values when keyed
+        self.views = []             # ... live views of what they hold (dicts: keys, values)
+        self.held = []              # ... what those held then, in order (kept alive)
+        self.sizes = []             # ... their sizes then
+        self.others = []            # (index in entries, container) of the other containers
+        self.unkeyed = None         # the unkeyed paths `keyed` left out
+        self.keyed = None
+
+    def key_items(self, unkeyed):
+        """The key items of the tree's entries, those of the paths in `unkeyed` left out."""
+        if self.items is None or not self._simple_unchanged():
+            self._key_all()
+        elif self.others:
+            items = list(self.items)
+            for index, container in self.others:
+                items[index] = (items[index][0], _mutable_key(container))
+            if items != list(self.items):
+                self.items, self.keyed = tuple(items), None
+        if self.keyed is None or self.unkeyed != unkeyed:
+            self.unkeyed = frozenset(unkeyed)
+            self.keyed = tuple(item for item in self.items if item[0] not in unkeyed)
+        return self.keyed
+
+    def _simple_unchanged(self):
+        return list(map(len, self.simple)) == self.sizes and all(
+            map(operator.is_, itertools.chain.from_iterable(self.views), self.held))
+
+    def _key_all(self):
+        self.items = tuple(item if container is None else (item[0], _mutable_key(container))
+                           for item, container in self.entries)
+        self.simple, self.views, self.others = [], [], []
+        for index, (_, container) in enumerate(self.entries):
+            if container is None:
+                continue
+            values = container.items() if isinstance(container, dict) else container
+            if len(container) <= MAX_KEYED_ITEMS and all(_is_simple(value) for value in values):
+                self.simple.append(container)
+                self.views.extend((container.keys(), container.values())
+                                  if isinstance(container, dict) else (container,))
+            else:
+                self.others.append((index, container))
+        self.held = list(itertools.chain.from_iterable(self.views))
+        self.sizes = list(map(len, self.simple))
+        self.keyed = None
 
 
 # Tree walks below are loops over a stack, not nested recursive functions: such a
@@ -241,9 +339,12 @@ class Rollback:
                                                 for name, cell in closure_cells()]
         for variable in self.variables:
             variable.value = variable.get()
-        self.containers = [(container, container.copy()) for container in _containers_within(
-            [value for _, _, value in self.saved.values()] +
-            [variable.value for variable in self.variables])]
+        held = [value for _, _, value in self.saved.values()] + \
+            [variable.value for variable in self.variables]
+        self.containers = [(container, container.copy())
+                           for container in _within(held, (list, dict, set))]
+        # NumPy arrays change in place (`self.table += 1`): their contents too.
+        self.host_arrays = [(array, array.copy()) for array in _within(held, (np.ndarray,))]
         self.values_before = python_state(block)
 
     def __enter__(self):
@@ -265,6 +366,11 @@ class Rollback:
             raise tracing.FallbackRequired(
                 "the forward stores graph values into %s (a %s it keeps), which a graph cannot "
                 "write back" % leaked, self.where)
+        if any(not np.array_equal(array, before, equal_nan=True)
+               for array, before in self.host_arrays):
+            self.undo(everything=True)
+            raise tracing.FallbackRequired("the forward changes a NumPy array it keeps while it "
+                                           "runs", self.where)
         rebound = [variable.name for variable in self.variables
                    if variable.get() is not variable.value]
         if rebound:
@@ -295,6 +401,8 @@ class Rollback:
         if everything:
             for variable in self.variables:
                 variable.set(variable.value)
+            for array, before in self.host_arrays:
+                np.copyto(array, before)
             # Refilled unconditionally: comparing contents would compare arrays elementwise.
             for container, contents in self.containers:
                 container.clear()
@@ -310,7 +418,7 @@ class Rollback:
         for path, (owner, attr, value) in self.saved.items():
             now = vars(owner).get(attr, _MISSING)
             if path not in self.number_paths and isinstance(value, NUMBER_TYPES) and (
-                    isinstance(now, mx.sym.Symbol) or
+                    isinstance(now, mx.sym.Symbol) or is_host_value(now) or
                     (isinstance(now, NUMBER_TYPES) and now != value)):
                 changed.append(path)
         return changed
@@ -330,14 +438,14 @@ class Rollback:
         return None
 
 
-def _containers_within(values, depth=4):
-    """The lists, dicts and sets among `values` and inside them, `depth` levels down,
-    each once."""
+def _within(values, kinds, depth=4):
+    """The values of `kinds` among `values` and inside their lists, tuples, dicts and
+    sets, `depth` levels down, each once."""
     found, seen, level = [], set(), list(values)
     for _ in range(depth):
         deeper = []
         for value in level:
-            if isinstance(value, (list, dict, set)) and id(value) not in seen:
+            if isinstance(value, kinds) and id(value) not in seen:
                 seen.add(id(value))
                 found.append(value)
             if isinstance(value, (list, tuple, set, frozenset)):
@@ -349,9 +457,10 @@ def _containers_within(values, depth=4):
 
 
 def holds_symbol(value, depth=4):
-    """Whether `value` is a Symbol or holds one in its lists, tuples, dicts and sets,
-    `depth` levels down."""
-    if isinstance(value, mx.sym.Symbol):
+    """Whether `value` is a Symbol (or a number read from one, kept in the graph:
+    host_values.py) or holds one in its lists, tuples, dicts and sets, `depth` levels
+    down."""
+    if isinstance(value, mx.sym.Symbol) or is_host_value(value):
         return True
     if depth == 0:
         return False

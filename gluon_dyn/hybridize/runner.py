@@ -24,7 +24,7 @@ from .recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
 from .served import CallCounts, Served
 from .speed_check import GRAPH, SpeedCheck
-from .transpiler import as_written, convert_block
+from .transpiler import as_converted, as_written, convert_block, running_as_written
 from .tvm_backend import TvmBackend
 from .weak_binding import BlockReference
 
@@ -39,10 +39,14 @@ class BlockRunner:
 
     def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1,
                  check_speed=None, backend="mxnet", backend_options=None, function=None,
-                 profile=None):
+                 profile=None, ndarray_code=None, lock=None):
         """`function`: a part of the forward (graph_breaks.py) this runner runs
         instead of the block's forward, speculating from `profile`, the forward's
-        (recorded by source line, so it holds for its parts too)."""
+        (recorded by source line, so it holds for its parts too); or another method
+        of the block (methods.py). `ndarray_code`: whether `function` is written for
+        NDArrays (a plain Block's forward, a method) rather than for `F` (a
+        HybridBlock's hybrid_forward and its parts); by default, as the block's
+        forward is. `lock`: shared with the block's other runners."""
         if backend not in BACKENDS:
             raise ValueError("hybridize(dynamic=True, backend=%r): the backend is one of %s"
                              % (backend, ", ".join(map(repr, BACKENDS))))
@@ -54,7 +58,9 @@ class BlockRunner:
         self._forward, self.converted = convert_block(block, function)
         self.profile = profile or speculation.Profile(max_guard_failures)
         self.profile_calls = profile_calls if speculate and profile is None else 0
-        self.tracer = Tracer(self._block, self._forward, not isinstance(block, gluon.HybridBlock),
+        if ndarray_code is None:
+            ndarray_code = not isinstance(block, gluon.HybridBlock)
+        self.tracer = Tracer(self._block, self._forward, ndarray_code,
                              self.profile if speculate else None,
                              function_location(function or _user_forward(block)))
         self.cache, self.ladder = GraphCache(), ShapeLadder()
@@ -72,7 +78,7 @@ class BlockRunner:
         self.deferred_calls = 0         # run as written to initialize deferred parameters
         self.running = False
         self.last_call = None           # the latest call's ArgumentSkeleton: what `export` traces
-        self.lock = threading.RLock()
+        self.lock = lock or threading.RLock()
 
     @property
     def block(self):
@@ -92,17 +98,18 @@ class BlockRunner:
         # One call at a time per network: profiles, the graph cache and the
         # running flag are shared (recursive calls re-enter in the same thread).
         with self.lock:
-            if self.running:
-                # A recursive call (a tree model calling its own forward) is part of
-                # the call already being run, or traced: inline it.
-                return self.forward(*args)
+            if self.running or tracing.current() is not None:
+                # A recursive call (a tree model calling its own forward), or a call
+                # from code being traced (a method calling the forward), is part of
+                # the call already being run, or traced: inline it, as that call runs.
+                return (self.original if running_as_written() else self.forward)(*args)
             self.last_call = arguments.ArgumentSkeleton(args)
-            if self.fallback is not None:
-                self.calls.note(Served.FALLBACK)
-                return self.original(*args)
             self.running = True
             try:
-                with room_for_converted_code():
+                if self.fallback is not None:
+                    self.calls.note(Served.FALLBACK)
+                    return self._written(args)
+                with room_for_converted_code(), as_converted():
                     if self.segments is not None:
                         result, served = self.segments(args)
                         self.calls.note(served)
@@ -207,7 +214,13 @@ class BlockRunner:
 
     def _as_written(self, args):
         self.calls.note(Served.SPEED_CHECK)
-        return self.original(*args)
+        return self._written(args)
+
+    def _written(self, args):
+        """The forward (or part) as written, run as without hybridize: its own code
+        and its descendants', none of it converted."""
+        with as_written():
+            return self.original(*args)
 
     def _run(self, executor, args):
         try:
@@ -232,17 +245,16 @@ class BlockRunner:
             return self.forward(*args)
 
     def _split(self, error):
-        """Split a plain Block's forward at the graph break `error` names into
-        graph segments (self.segments); else why not."""
-        if isinstance(self.block, gluon.HybridBlock):
-            return "a HybridBlock's hybrid_forward is not split into graph segments"
+        """Split the forward (a HybridBlock's hybrid_forward, a method) at the graph
+        break `error` names into graph segments (self.segments); else why not."""
         try:
-            parts = graph_breaks.split(self.function, error.location)
+            parts = graph_breaks.split_runner(self.block, self.function, self._forward, error)
         except graph_breaks.CannotSplit as reason:
             return "no graph segments around it: %s" % reason
         self.segments = SegmentedForward(
             self._block, parts, lambda function: BlockRunner(
-                self.block, function=function, profile=self.profile, **self.options),
+                self.block, function=function, profile=self.profile,
+                ndarray_code=self.tracer.ndarray_code, lock=self.lock, **self.options),
             [{"at": error.location, "why": error.reason}])
         warnings.warn("gluon_dyn: %s.%s runs as graph segments around %s: %s"
                       % (type(self.block).__name__, self.function.__name__, error.location,
@@ -256,8 +268,7 @@ class BlockRunner:
         kept no rows), raised as Python raises it, from the user's line; if it runs,
         gluon_dyn was wrong to fail: reported, and the block runs as Python."""
         try:
-            with as_written(self.block, self.converted):
-                result = self.original(*args)
+            result = self._written(args)
         except Exception:
             self.calls.note(Served.RAISED)
             raise
@@ -269,7 +280,7 @@ class BlockRunner:
     def _fall_back(self, reason, args):
         self._give_up(reason)
         self.calls.note(Served.FALLBACK)
-        return self.forward(*args)
+        return self._written(args)
 
     def _give_up(self, reason):
         self.fallback = reason
@@ -287,7 +298,8 @@ class BlockRunner:
             try:
                 args = self.last_call.arguments()
                 layout = arguments.ArgumentLayout(args)
-                return self.tracer.capture(args, layout, exact=False, export=options)
+                with as_converted():
+                    return self.tracer.capture(args, layout, exact=False, export=options)
             except (arguments.Unsupported, tracing.FallbackRequired) as error:
                 raise ExportError(str(error)) from None
 

@@ -69,7 +69,8 @@ class profiling:
 def record_branch(location, cond):
     profile = getattr(_local, "profile", None)
     if profile is not None and isinstance(cond, mx.nd.NDArray):
-        profile.branches.setdefault(location, set()).add(bool(cond.asscalar()))
+        # bool(): an np array (np mode) has no asscalar; both read their one element.
+        profile.branches.setdefault(location, set()).add(bool(cond))
 
 
 def record_trip_count(location, count):

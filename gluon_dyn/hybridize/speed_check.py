@@ -13,7 +13,6 @@ The recursion engine chooses the same way between two ways of running a call
 timed with its share of the backward (backward_timing.py): its sample is taken
 at a later call, once that backward has run.
 """
-import mxnet as mx
 from mxnet import autograd
 
 from ..measure import MIN_SAMPLES, MeasuredChoice, timed_ms
@@ -70,21 +69,18 @@ class SpeedCheck:
             self.record(variant, ms / 1000)
             return result
         timing = RecordedCallTiming(variant)
-        with timing.parameters_bracketed():
-            result, timing.forward_ms = timed_ms(run)
+        result, timing.forward_ms = timed_ms(run)
         self.pending.append(timing)
         return timing.outputs_bracketed(result)
 
     def _take_recorded_samples(self):
-        """Records the pending recorded calls whose backward ran (all of it: MXNet
-        finishes its work first), and, as forward only, those that waited too long."""
+        """Records the pending recorded calls whose backward has finished, and, as
+        forward only, those that waited too long."""
         if not self.pending:
             return
-        if any(timing.started is not None for timing in self.pending):
-            mx.nd.waitall()
         waiting = []
         for timing in self.pending:
-            if timing.started is not None or timing.calls_waited >= BACKWARD_WAIT_CALLS:
+            if timing.finished is not None or timing.calls_waited >= BACKWARD_WAIT_CALLS:
                 self.record(timing.variant, timing.total_ms() / 1000)
             else:
                 timing.calls_waited += 1
@@ -108,6 +104,8 @@ class SpeedCheck:
         if variant != self.choice.chosen:     # measured before the choice, sampled since
             return
         self.choice.served(seconds)
+        if seconds is None:     # re-checks are decided at timed calls (reading the load costs)
+            return
         due = self.choice.recheck_due()
         if due:
             self.measuring, self.reason = True, due

@@ -14,7 +14,7 @@ import operator
 import mxnet as mx
 
 from ..origin import user_location
-from . import tracing
+from .fallback_required import FallbackRequired
 
 
 class SymbolicDim:
@@ -88,7 +88,7 @@ class SymbolicDim:
         return self._compared(other, mx.sym.broadcast_greater_equal)
 
     def _as_python_int(self, *args):
-        raise tracing.FallbackRequired(
+        raise FallbackRequired(
             "an array's size is used as a Python int (%d in the traced call); an exported graph "
             "computes sizes when it runs, so it can use them only to build arrays, in range(), "
             "reshape and arithmetic" % self.example, user_location())
@@ -123,7 +123,7 @@ def call_with_dims(f, args, kwargs):
         data = args[0] if args else kwargs.pop("data")
         shape = kwargs.pop("shape", args[1] if len(args) > 1 else None)
         return mx.sym.reshape(data, shape=_reshape_codes(data, shape), **kwargs)
-    raise tracing.FallbackRequired(
+    raise FallbackRequired(
         "an array's size read from a shape is passed to %s; an exported graph can use such "
         "sizes in zeros/ones/full, reshape, range() and arithmetic"
         % getattr(f, "__name__", type(f).__name__), user_location())
@@ -136,7 +136,7 @@ def _broadcast_full(shape, value, dtype):
     for axis, dim in enumerate(shape):
         if isinstance(dim, SymbolicDim):
             if dim.origin is None:
-                raise tracing.FallbackRequired(
+                raise FallbackRequired(
                     "an array is created with a size computed from other sizes (%d in the traced "
                     "call); an exported graph can create arrays only with sizes read from an "
                     "array's shape" % dim.example, user_location())
@@ -154,7 +154,7 @@ def _reshape_codes(data, shape):
         if isinstance(dim, SymbolicDim):
             if dim.origin is None or dim.origin[1] != axis or \
                     dim.origin[0].name != data.name:
-                raise tracing.FallbackRequired(
+                raise FallbackRequired(
                     "reshape to a size read from another array's shape or axis; an exported "
                     "graph can keep an axis's own size only (x.reshape((x.shape[0], -1)))",
                     user_location())

@@ -7,21 +7,9 @@ from .. import graph_json
 from ..ops import subgraph
 from ..origin import user_location
 from . import fates, symbolic_shapes
+from .fallback_required import FallbackRequired
 
 _local = threading.local()
-
-
-class FallbackRequired(Exception):
-    """The traced code did something a graph cannot replay; run it as Python instead.
-    `breakable`: a statement that must run as Python with real values (a host read,
-    `print`), around which the forward can be split into graph segments
-    (graph_breaks.py)."""
-
-    def __init__(self, reason, location, breakable=False):
-        super().__init__("%s: %s" % (location, reason))
-        self.reason = reason
-        self.location = location
-        self.breakable = breakable
 
 
 class Trace:
@@ -31,6 +19,8 @@ class Trace:
         self.prefix = prefix
         self.shapes = dict(shapes)  # input name -> shape
         self.captured = {}          # id(NDArray) -> (Symbol variable, NDArray)
+        # The code runs in MXNet's np mode: it gets np symbols (numpy_interface.py).
+        self.numpy = False
         # Code written for NDArrays (Block.forward) rather than Symbols (hybrid_forward).
         self.ndarray_code = ndarray_code
         self.statements = {}        # "file:line" -> fates.Fate
@@ -43,6 +33,14 @@ class Trace:
         # loop's counter, an int a graph loop or branch carries, a size read from a
         # shape): indexing with one drops the axis, as an int does.
         self.scalar_indices = set()
+        # Input name -> dtype of the array it stands for, where known (host_values.py).
+        self.dtypes = {}
+        # id() of the lists, dicts and sets kept outside the call (on blocks, in
+        # modules), which the trace leaves as it found them.
+        self.kept_containers = set()
+        # The context the graph runs on, that of its argument arrays (None: MXNet's
+        # current context); traced code reads it as `x.context` (operators/attributes.py).
+        self.context = None
         # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
         # branches and loops that read it (stale_gradients.py).
         self.conditional_reads = {}
@@ -70,10 +68,13 @@ class Trace:
         self.statements[location] = fate
 
     def capture(self, array):
+        """The graph input standing for `array`, made outside converted code: an np
+        symbol for an np array, as the code reads it."""
         if id(array) not in self.captured:
             name = "%s_captured%d" % (self.prefix, len(self.captured))
-            self.captured[id(array)] = (mx.sym.var(name), array)
+            self.captured[id(array)] = (variable(name, array), array)
             self.shapes[name] = array.shape
+            self.dtypes[name] = array.dtype
         return self.captured[id(array)][0]
 
     def note_control_flow_shape(self, symbol, shape):
@@ -86,10 +87,17 @@ class Trace:
     def shape_of(self, symbol):
         """`symbol.shape` in traced code: the inferred shape, with the input
         dimensions it depends on noted as read (the graph is specialised to them);
-        for export, sizes the graph computes when it runs."""
-        if self.export is not None:
-            return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
-        return self.static_shape(symbol)
+        for export, sizes the graph computes when it runs. A shape known only when
+        the graph runs (after a boolean mask or nonzero, a graph loop or branch)
+        read into Python is a host read: the code needs the value."""
+        try:
+            if self.export is not None:
+                return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
+            return self.static_shape(symbol)
+        except AttributeError as error:
+            raise FallbackRequired("the code reads a shape into Python that the graph knows only "
+                                   "when it runs (%s): a host read" % error, user_location(),
+                                   breakable=True) from None
 
     def static_shape(self, symbol):
         """`symbol`'s shape as ints, for gluon_dyn's own code (indexing, unrolling):
@@ -124,6 +132,18 @@ class Trace:
             known = self.inferred_shapes[symbol.handle.value] = (symbol, self._infer(symbol))
         return known[1]
 
+    def inferred_dtype(self, symbol):
+        """The dtype (a NumPy type) of `symbol`'s output as MXNet infers it from the
+        dtypes of the graph's inputs (declared on variables, or known to the trace:
+        arguments, state, captured arrays), or None where not known."""
+        names = set(symbol.list_inputs())
+        try:
+            _, dtypes, _ = symbol.infer_type_partial(
+                **{name: dtype for name, dtype in self.dtypes.items() if name in names})
+        except mx.base.MXNetError:
+            return None
+        return dtypes[0] if dtypes and dtypes[0] is not None else None
+
     def _infer(self, symbol):
         inferable, known = symbol, dict(self.shapes)
         if self.control_flow_shapes:
@@ -157,6 +177,21 @@ class Trace:
 
     def _note_read(self, name, dims):
         self.shape_reads.setdefault(name, set()).update(dims)
+
+    def indexed(self, target, key):
+        """`target[key]` where this trace computes it itself, else None: a trace of a
+        recursive function's body makes the numbers of the data it recurses over
+        that index arrays inputs of the graph (recursion/body.py)."""
+        return None
+
+
+def variable(name, array):
+    """The graph input `name` standing for `array`: for an np array an np symbol
+    with its dtype declared (code in np mode reads np symbols, and indexing tells
+    a boolean mask from its dtype: numpy_interface.py), else a legacy one."""
+    if isinstance(array, mx.np.ndarray):
+        return mx.sym.var(name, dtype=array.dtype).as_np_ndarray()
+    return mx.sym.var(name)
 
 
 class ReadShape(tuple):
@@ -211,16 +246,23 @@ def symbol_ndim(symbol):
 # they are host reads: the forward needs the value, so it runs as Python.
 HOST_READS = ("asscalar", "asnumpy", "wait_to_read", "__float__", "__int__", "__index__",
               "__bool__")
+# Those of the numpy interface's arrays (on np symbols only).
+NUMPY_HOST_READS = ("item", "tolist")
 
 
-def refusing_host_read(name, original):
+def refusing_host_read(name, original, kept_in_graph=None):
     """`Symbol.<name>` (patches.py): a host read while tracing stops the trace naming
-    it; outside a trace, what Symbol did before (`original`, or no such method)."""
+    it; outside a trace, what Symbol did before (`original`, or no such method).
+    `kept_in_graph(symbol)`: the value the read gives in a trace where the graph can
+    keep it (host_values.read), None where the read stops the trace."""
     def method(symbol, *args, **kwargs):
         if current() is None:
             if original is None:
                 raise TypeError("a Symbol has no value to read (%s)" % name)
             return original(symbol, *args, **kwargs)
+        kept = kept_in_graph(symbol) if kept_in_graph and not args and not kwargs else None
+        if kept is not None:
+            return kept
         raise FallbackRequired("`%s` reads a tensor's value into Python (a host read); the "
                                "forward needs the value, so it runs as Python" % name.strip("_"),
                                user_location(), breakable=True)
@@ -228,8 +270,19 @@ def refusing_host_read(name, original):
 
 
 def symbol_detach(symbol):
-    """`Symbol.detach()` (patches.py): state kept across calls, truncated backpropagation."""
-    return mx.sym.BlockGrad(symbol)
+    """`Symbol.detach()` (patches.py): state kept across calls, truncated backpropagation.
+    An np symbol stays one (BlockGrad is legacy, and np symbols view the same node)."""
+    detached = mx.sym.BlockGrad(symbol.as_nd_ndarray())
+    return detached.as_np_ndarray() if isinstance(symbol, mx.sym.np._Symbol) else detached
+
+
+def dtype_of(symbol):
+    """The dtype of `symbol` in the trace in progress; a FallbackRequired where not known."""
+    dtype = current().inferred_dtype(symbol)
+    if dtype is None:
+        raise FallbackRequired("the dtype of an array is not known while tracing (it "
+                               "depends on a value of unknown dtype)", user_location())
+    return dtype
 
 
 def current():

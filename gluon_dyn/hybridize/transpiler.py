@@ -8,8 +8,8 @@ operators/) so that tensor predicates and tensor iteration become gluon_dyn.ops
 graph operators, while Python values keep Python semantics.
 """
 # malt 2.15.3 calls importlib.util without importing it.
-import contextlib
 import importlib.util  # noqa: F401
+import threading
 
 import malt
 from malt.core import config
@@ -17,9 +17,9 @@ from malt.impl import api
 from mxnet import gluon
 
 from .. import origin
-from . import operators
-from .converters import (augmented_assignment, binary_operators, context_managers,
-                         global_declarations, subscripts)
+from . import converted_reads, host_values, operators
+from .converters import (asserts, augmented_assignment, binary_operators, context_managers,
+                         global_declarations, item_assignment, subscripts, unpacking)
 from .weak_binding import WeakMethod
 
 
@@ -27,29 +27,35 @@ class Transpiler(api.PyToPy):
     """malt's transformations followed by gluon_dyn's own."""
 
     def transform_ast(self, node, ctx):
+        # Before malt: its analyses must see that an item assignment rebinds its name.
+        node = item_assignment.transform(node, ctx)
         node = super().transform_ast(node, ctx)
         node = augmented_assignment.transform(node, ctx)
         node = binary_operators.transform(node, ctx)
         node = context_managers.transform(node, ctx)
         node = global_declarations.transform(node, ctx)
+        node = asserts.transform(node, ctx)
+        node = unpacking.transform(node, ctx)
         return subscripts.transform(node, ctx)
 
     def get_extra_locals(self):
         extra = super().get_extra_locals()
         extra["ag__"].converted_call = operators.calls.converted_call
+        extra["ag__"].asserted = host_values.asserted
         return extra
 
     def transform(self, obj, user_context):
         transformed, module, source_map = super().transform(obj, user_context)
-        origin.register_source_map(transformed.__code__.co_filename, source_map)
         function = getattr(obj, "__func__", obj)
-        if hasattr(function, "__globals__"):
-            namespace = function.__globals__
-            _, names = _global_reads.setdefault(id(namespace), (namespace, set()))
-            names |= _global_names(function.__code__)
-        if getattr(function, "__closure__", None):
-            _closure_cells[id(function)] = list(zip(function.__code__.co_freevars,
-                                                    function.__closure__))
+        namespace = getattr(function, "__globals__", None)
+        # malt makes a new function at every call converted code makes, from code it
+        # converted once: what that code reads and where its lines come from is noted once.
+        once = (transformed.__code__, id(namespace))
+        if once not in _noted:
+            _noted.add(once)
+            origin.register_source_map(transformed.__code__.co_filename, source_map)
+            converted_reads.note_globals(function, namespace)
+        converted_reads.note_closure(function)
         return transformed, module, source_map
 
 
@@ -58,29 +64,8 @@ class Transpiler(api.PyToPy):
 CONVERSION_RULES = (config.DoNotConvert("mxnet"), config.DoNotConvert("gluon_dyn"))
 
 _converted = {}
-# id(module globals) -> (module globals, names its converted functions read).
-_global_reads = {}
-# id(converted function) -> [(name, cell)] of the enclosing functions' variables it uses
-# (malt's converted code keeps the functions, and so their cells, alive anyway).
-_closure_cells = {}
-
-
-def _global_names(code):
-    names = set(code.co_names)
-    for constant in code.co_consts:
-        if hasattr(constant, "co_names"):
-            names |= _global_names(constant)
-    return names
-
-
-def global_reads():
-    """(module globals, names its converted functions read), per module."""
-    return list(_global_reads.values())
-
-
-def closure_cells():
-    """(name, cell) of the variables of enclosing functions that converted functions use."""
-    return [variable for cells in _closure_cells.values() for variable in cells]
+# (converted code, id(module globals)) already noted by Transpiler.transform.
+_noted = set()
 
 
 def convert(function):
@@ -100,48 +85,81 @@ def convert_block(block, function=None):
     """Convert what `hybridize(dynamic=True)` runs for `block`; returns (the converted
     forward, unbound, and the names of the converted methods).
 
-    A plain Block's forward (or `function`, a part of it: graph_breaks.py) is
-    converted, and its plain child Blocks' forwards in place: code written for
-    NDArrays. For a HybridBlock, MXNet's own forward calls hybrid_forward with
-    Symbols while tracing: the hybrid_forward methods of the tree's user-written
-    HybridBlocks are converted in place (code written for `F`).
+    A plain Block's forward (or `function`, a part of it: graph_breaks.py, or
+    another method: methods.py) is converted, and the user-written methods of its
+    descendants in place (_descendants_run_on_ndarrays): code written for
+    NDArrays. For a HybridBlock, MXNet's own forward
+    calls hybrid_forward with Symbols while tracing: the hybrid_forward methods of
+    the tree's user-written HybridBlocks are converted in place (code written for
+    `F`), and `function`, if given, is converted.
     """
     if isinstance(block, gluon.HybridBlock):
-        forward, names, method = type(block).forward, [], "hybrid_forward"
-        converting = _user_hybrid_blocks(block)
+        converting = [(node, "hybrid_forward") for node in _user_hybrid_blocks(block)]
+    else:
+        converting = list(_descendants_run_on_ndarrays(block))
+    if isinstance(block, gluon.HybridBlock) and function is None:
+        forward, names = type(block).forward, []
     else:
         function = function or type(block).forward
         forward = convert(function)
-        names, method = ["%s.%s" % (type(block).__name__, function.__name__)], "forward"
-        converting = _plain_children(block)
-    for node in converting:
-        setattr(node, method, WeakMethod(convert(getattr(type(node), method)), node))
+        names = ["%s.%s" % (type(block).__name__, function.__name__)]
+    for node, method in converting:
+        original = getattr(type(node), method)
+        setattr(node, method, ConvertedMethod(convert(original), original, node))
         names.append("%s.%s" % (type(node).__name__, method))
     return forward, names
 
 
-@contextlib.contextmanager
-def as_written(block, names):
-    """The methods convert_block converted in place (`names`, as it returned them) set
-    aside while the block runs: the code as written runs, and errors name its lines."""
-    set_aside = []
-    for node in _tree(block):
-        for method in ("forward", "hybrid_forward"):
-            # A plain Block's own forward is its runner, kept.
-            if "%s.%s" % (type(node).__name__, method) in names and \
-                    isinstance(vars(node).get(method), WeakMethod):
-                set_aside.append((node, method, vars(node).pop(method)))
-    try:
-        yield
-    finally:
-        for node, method, converted in set_aside:
-            setattr(node, method, converted)
+class _Mode(threading.local):
+    written = False     # whether methods converted in place run as written, in this thread
 
 
-def _tree(block):
-    yield block
-    for child in block._children.values():
-        yield from _tree(child)
+_mode = _Mode()
+
+
+class ConvertedMethod(WeakMethod):
+    """A method convert_block converted in place on its block: the converted code,
+    or, inside `as_written()`, the code as written (`original`, unbound)."""
+
+    def __init__(self, function, original, owner):
+        super().__init__(function, owner)
+        self.original = original
+
+    def __call__(self, *args, **kwargs):
+        function = self.original if _mode.written else self.function
+        return function(self.owner(), *args, **kwargs)
+
+
+class _Running:
+    """Context manager: methods converted in place run as written, or converted."""
+
+    def __init__(self, written):
+        self.written = written
+
+    def __enter__(self):
+        self.outer, _mode.written = _mode.written, self.written
+        return self
+
+    def __exit__(self, *exc):
+        _mode.written = self.outer
+
+
+def as_written():
+    """Context manager: in this thread, every method converted in place runs as written
+    (a block that runs as Python runs its own code and its children's, as without
+    hybridize, at the same cost, and errors name its lines) until `as_converted()`
+    says otherwise (a dynamic block called inside it runs its own converted code)."""
+    return _Running(True)
+
+
+def as_converted():
+    """Context manager: methods converted in place run converted (the default)."""
+    return _Running(False)
+
+
+def running_as_written():
+    """Whether this thread runs code as written now (inside `as_written()`)."""
+    return _mode.written
 
 
 def _user_hybrid_blocks(block):
@@ -153,8 +171,20 @@ def _user_hybrid_blocks(block):
             yield from _user_hybrid_blocks(child)
 
 
-def _plain_children(block):
+def _descendants_run_on_ndarrays(block):
+    """(block, method name) of the user-written methods below a plain Block, which its
+    trace runs where they would run on NDArrays: plain Blocks' forwards, and the
+    HybridBlocks' own forwards (GluonNLP's decoders override `forward` with NDArray
+    code) and hybrid_forwards (GluonNLP's samplers index with `mx.nd.arange`)."""
     for child in block._children.values():
         if not isinstance(child, gluon.HybridBlock):
-            yield child
-            yield from _plain_children(child)
+            yield child, "forward"
+        else:
+            for method in ("forward", "hybrid_forward"):
+                if _user_written(getattr(type(child), method)):
+                    yield child, method
+        yield from _descendants_run_on_ndarrays(child)
+
+
+def _user_written(function):
+    return function.__module__.split(".")[0] not in ("mxnet", "gluon_dyn")

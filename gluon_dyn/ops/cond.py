@@ -2,7 +2,7 @@
 import mxnet as mx
 
 from ..origin import user_location
-from . import subgraph
+from . import numpy_arrays, subgraph
 from .check import SOURCE_ATTR
 from .steps import format_text
 from .structure import (ControlFlowError, array_kind, check_callable, check_name, describe, flatten,
@@ -27,15 +27,21 @@ def cond(pred, then_func, else_func, name="cond"):
     into one `_cond` node and the choice is made when the graph runs. Gradients flow
     through the branch taken to everything it reads. `name` prefixes the subgraphs'
     names (`<name>_pred`, `<name>_then`, `<name>_else`), as in `mx.sym.contrib.cond`.
+    In np mode (MXNet's numpy interface) `pred` and the branches' outputs may be np
+    arrays or symbols: the outputs are of the kinds the branches return.
     """
     check_callable(then_func, OP, "then_func")
     check_callable(else_func, OP, "else_func")
     check_name(name, OP)
+    pred = numpy_arrays.truth(pred)
+    then_func, else_func = numpy_arrays.Returned(then_func), numpy_arrays.Returned(else_func)
     kind = array_kind(pred)
     if kind == "ndarray":
-        return _cond_ndarray(pred, then_func, else_func)
+        result, ran = _cond_ndarray(pred, then_func, else_func)
+        return numpy_arrays.restored(result, ran.kinds)
     if kind == "symbol":
-        return _cond_symbol(pred, then_func, else_func, user_location(), name)
+        result = _cond_symbol(pred, then_func, else_func, user_location(), name)
+        return numpy_arrays.restored(result, then_func.kinds)
     raise ControlFlowError("cond: pred must be an NDArray or a Symbol holding one element, got %s; "
                            "for a Python value use a Python `if`" % describe(pred))
 
@@ -46,7 +52,7 @@ def _cond_ndarray(pred, then_func, else_func):
     taken, branch = (then_func, "then") if pred.asscalar() else (else_func, "else")
     result = taken()
     _branch_outputs(result, branch, "ndarray")
-    return result
+    return result, taken
 
 
 def _branch_outputs(result, branch, kind):

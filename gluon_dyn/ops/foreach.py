@@ -2,7 +2,7 @@
 import mxnet as mx
 from mxnet import autograd
 
-from . import subgraph
+from . import numpy_arrays, subgraph
 from .while_loop import while_loop
 from .steps import StepOutputs, check_states, flatten_traced_step, zeros
 from .structure import (ControlFlowError, check_callable, check_name, common_kind, flatten, located,
@@ -40,6 +40,23 @@ def foreach(body, data, init_states, name="foreach"):
     """
     check_callable(body, OP, "body")
     check_name(name, OP)
+    body = _on_legacy_views(body, data, init_states)
+    state_kinds = numpy_arrays.kinds(init_states)
+    outputs, states = _foreach(body, numpy_arrays.as_legacy(data),
+                               numpy_arrays.as_legacy(init_states), name)
+    return (numpy_arrays.restored(outputs, (body.kinds or [None])[0]),
+            numpy_arrays.restored(states, state_kinds))
+
+
+def _on_legacy_views(body, data, init_states):
+    """`body` taking rows and states as legacy views (numpy_arrays.py), giving them to
+    the user's body as the kinds `data` and `init_states` have."""
+    data_kinds, state_kinds = numpy_arrays.kinds(data), numpy_arrays.kinds(init_states)
+    return numpy_arrays.Returned(lambda rows, states: body(
+        numpy_arrays.restored(rows, data_kinds), numpy_arrays.restored(states, state_kinds)))
+
+
+def _foreach(body, data, init_states, name):
     flat_data, data_fmt = flatten(data, OP, "data")
     flat_states, state_fmt = flatten(init_states, OP, "init_states")
     if not flat_data:

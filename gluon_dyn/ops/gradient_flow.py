@@ -8,6 +8,9 @@ such outputs are found here and tied to an input (see subgraph.ensure_gradient_f
 """
 import json
 
+import mxnet as mx
+from mxnet import autograd
+
 # Operators whose gradient is zero by definition: MXNet's backward does not read
 # the gradient flowing into them.
 ZERO_GRADIENT_OPS = frozenset([
@@ -22,6 +25,16 @@ ZERO_GRADIENT_OPS = frozenset([
     "zeros_like", "ones_like", "_zeros", "_ones", "_full", "_arange", "_contrib_arange_like",
     "shape_array", "size_array", "argmax", "argmin", "argmax_channel", "argsort",
     "round", "rint", "ceil", "floor", "trunc", "fix", "sign", "BlockGrad", "one_hot",
+    # MXNet's numpy interface (np mode)
+    "_npi_equal", "_npi_not_equal", "_npi_greater", "_npi_greater_equal", "_npi_less",
+    "_npi_less_equal", "_npi_equal_scalar", "_npi_not_equal_scalar", "_npi_greater_scalar",
+    "_npi_greater_equal_scalar", "_npi_less_scalar", "_npi_less_equal_scalar",
+    "_npi_logical_not", "_npi_bitwise_and", "_npi_bitwise_or", "_npi_bitwise_xor",
+    "_npi_bitwise_not", "_npi_bitwise_and_scalar", "_npi_bitwise_or_scalar",
+    "_npi_bitwise_xor_scalar", "_npi_isnan", "_npi_isinf", "_npi_isfinite",
+    "_npi_zeros", "_npi_ones", "_npi_full_like", "_npi_arange", "_npi_argmax", "_npi_argmin",
+    "_npi_around", "_npi_rint", "_npi_ceil", "_npi_floor", "_npi_trunc", "_npi_fix", "_npi_sign",
+    "_npx_nonzero",
 ])
 
 
@@ -30,7 +43,7 @@ ZERO_GRADIENT_OPS = frozenset([
 NON_DIFFERENTIABLE_INPUTS = {
     "where": {0}, "broadcast_like": {1}, "reshape_like": {1}, "slice_like": {1},
     "take": {1}, "pick": {1}, "batch_take": {1}, "gather_nd": {1}, "Embedding": {0},
-    "_contrib_boolean_mask": {1}, "_npi_boolean_mask": {1},
+    "_contrib_boolean_mask": {1}, "_npi_boolean_mask": {1}, "_npi_where": {0},
 }
 
 
@@ -49,3 +62,30 @@ def gradient_dead_outputs(graph):
                              if position not in blocked))
     heads = json.loads(graph.tojson())["heads"]
     return [i for i, head in enumerate(heads) if not alive[head[0]]]
+
+
+
+def has_history(array):
+    """Whether autograd recorded `array` or marks it (attach_grad): MXNet 1.9.1 gives
+    the recorded graph of such an array only. Imperatively MXNet records no operation
+    whose inputs all lack history."""
+    try:
+        autograd.get_symbol(array)
+    except mx.base.MXNetError:
+        return False
+    return True
+
+
+def outputs_reading_only(graph, names):
+    """{output index: the inputs it reads} of `graph`'s outputs that read no input but
+    those named in `names` (none, for an output computed from constants alone)."""
+    graph_json = json.loads(graph.tojson())
+    reads = []   # per node: the inputs it reads, or None if it reads one not in `names`
+    for node in graph_json["nodes"]:
+        if node["op"] == "null":
+            reads.append(frozenset([node["name"]]) if node["name"] in names else None)
+            continue
+        found = [reads[entry[0]] for entry in node["inputs"]]
+        reads.append(None if None in found else frozenset().union(*found))
+    return {i: reads[head[0]] for i, head in enumerate(graph_json["heads"])
+            if reads[head[0]] is not None}

@@ -9,7 +9,7 @@ their initial shapes, its per-step outputs max_iterations rows of the body's; a
 cond's outputs are its branches'); inference then goes on past the node, until
 nothing more is learnt.
 
-gluon_dyn's training-only nodes are left out first (export/strip.py): MXNet's
+gluon_dyn's training-only nodes are left out first (graph_files/strip.py): MXNet's
 shape inference for an extension operator must not see an input of unknown
 rank (native.LIBRARY_OPS), which would be most of them here.
 """
@@ -17,7 +17,7 @@ import json
 
 import mxnet as mx
 
-from ..export.strip import strip_training_ops
+from ..graph_files.strip import strip_training_ops
 from ..graph_json import load_symbol
 
 _LOOP, _BRANCH = "_while_loop", "_cond"

@@ -25,7 +25,7 @@ import json
 import mxnet as mx
 import numpy as np
 
-from ..export.strip import strip_training_ops
+from ..graph_files.strip import strip_training_ops
 from ..graph_json import UNINFERABLE_OPS, holds_ops, load_symbol
 from ..native import TRAINING_ONLY_OPS
 from .input_shapes import infer_input_shapes

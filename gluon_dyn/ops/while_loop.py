@@ -3,7 +3,7 @@ import mxnet as mx
 from mxnet import autograd
 
 from .. import native
-from . import subgraph
+from . import numpy_arrays, subgraph
 from .steps import StepOutputs, check_states, flatten_traced_step
 from .structure import (ControlFlowError, array_kind, check_callable, check_name, common_kind,
                         describe, flatten, located, regroup, unpack_body_result)
@@ -49,6 +49,8 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
     check_callable(func, OP, "func")
     check_name(name, OP)
     single = array_kind(loop_vars) is not None
+    cond, func, var_kinds = _on_legacy_views(cond, func, [loop_vars] if single else loop_vars)
+    loop_vars = numpy_arrays.as_legacy(loop_vars)
     flat_vars, var_fmt = flatten([loop_vars] if single else loop_vars, OP, "loop_vars")
     if not flat_vars:
         raise ControlFlowError("while_loop: loop_vars must contain at least one array")
@@ -59,8 +61,21 @@ def while_loop(cond, func, loop_vars, max_iterations=None, name="while_loop"):
         outputs, final = _while_ndarray(cond, func, flat_vars, var_fmt, max_iterations)
     else:
         outputs, final = _while_symbol(cond, func, flat_vars, var_fmt, max_iterations, name)
-    final = regroup(final, var_fmt)
+    final = numpy_arrays.restored(regroup(final, var_fmt), var_kinds)
+    outputs = numpy_arrays.restored(outputs, (func.kinds or [None])[0])
     return outputs, final[0] if single else final
+
+
+def _on_legacy_views(cond, func, args):
+    """`cond` and `func` taking the loop variables as legacy views (numpy_arrays.py),
+    giving them to the user's functions as the kinds `args` (the loop variables, as
+    a list) has; and those kinds."""
+    var_kinds = numpy_arrays.kinds(list(args))
+
+    def user_cond(*vars_):
+        return numpy_arrays.truth(cond(*numpy_arrays.restored(list(vars_), var_kinds)))
+    return user_cond, numpy_arrays.Returned(
+        lambda *vars_: func(*numpy_arrays.restored(list(vars_), var_kinds))), var_kinds
 
 
 def _as_iteration_count(max_iterations):

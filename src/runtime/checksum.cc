@@ -20,7 +20,7 @@ struct FileChecksum {
   uint32_t crc32 = 0;
 };
 
-// What gluon_dyn/export/checksums.py writes (KIND, VERSION, SUFFIX there).
+// What gluon_dyn/graph_files/checksums.py writes (KIND, VERSION, SUFFIX there).
 constexpr const char *kChecksumsKind = "gluon_dyn export checksums";
 constexpr int64_t kChecksumsVersion = 1;
 constexpr const char *kChecksumsSuffix = "-checksums.json";

@@ -2,7 +2,7 @@
 // zlib.crc32 computes it) of a whole file against what was recorded when it was written.
 //
 // ExportChecksums reads the record every export writes beside the model (prefix-checksums.json,
-// gluon_dyn/export/checksums.py describes it) and checks each file the runtime reads against it:
+// gluon_dyn/graph_files/checksums.py describes it) and checks each file the runtime reads against it:
 // a file it does not list, or whose size or checksum differ, is refused, named, before MXNet or
 // TVM parse it (a damaged parameter file would otherwise load and give other numbers). A model
 // without the record is refused too, with the command that makes one for trusted files.

@@ -44,7 +44,6 @@ class Figures:
     graph_breaks: List[dict]
     fallbacks: List[str]
     internal_errors: List[str]
-    other_method_calls: int  # calls through a method other than forward
 
     @property
     def share(self) -> Optional[float]:
@@ -57,22 +56,24 @@ class Figures:
                 "graph_breaks": len(self.graph_breaks), "graphs": self.graphs}
 
     def cause(self):
-        """Why calls ran as Python, in a line: the first internal error or fallback."""
-        for reason in self.internal_errors + self.fallbacks:
+        """Why calls ran as Python, in a line: the first internal error, fallback or
+        graph break."""
+        breaks = ["graph break at %s: %s" % (each["at"], each["why"])
+                  for each in self.graph_breaks]
+        for reason in self.internal_errors + self.fallbacks + breaks:
             # Paths from the installed package on: the same on every machine.
             return re.sub(r"\S*/site-packages/", "", reason.splitlines()[0] if reason else reason)
-        if self.other_method_calls:
-            return "calls through a method other than forward"
         return ""
 
 
 def run_twins(program, options=None):
     """Runs `program` as written and dynamically (`options`: of the dynamic block's
-    hybridize); (imperative model, dynamic model, Figures). Raises Wrong."""
+    hybridize, whose `methods=` are the program's); (imperative model, dynamic model,
+    Figures). Raises Wrong."""
     with program.scope(), warnings.catch_warnings():
         warnings.simplefilter("ignore")   # gluon_dyn's "runs imperatively" warnings: in Figures
         imperative, dynamic = twins(program.make, seed=SEED, initialized=True,
-                                    **(options or {}))
+                                    **dict(options or {}, methods=program.methods))
         _check(program, "after building", _state(dynamic), _state(imperative))
         for call in range(program.inference_calls):
             outputs = [_infer(program, model, call) for model in (imperative, dynamic)]
@@ -167,13 +168,14 @@ def _check(program, what, got, expected, scaled=False):
 
 
 def figures(program, dynamic):
-    """Figures of the dynamic model after the program ran."""
+    """Figures of the dynamic model after the program ran: its calls are those of
+    the runners of the methods it calls (the forward's, and those of `methods=`)."""
     made = gluon_dyn.hybridize.report(dynamic)
     found = graph_figures(made)
-    _, other = program.calls
-    calls = made["calls"]
-    on_graphs = calls["graph"]
-    counted = calls["after_profiling"] + other
+    served = [made["calls"] if name == "forward" else made["methods"][name]["calls"]
+              for name in program.entry_points]
+    on_graphs = sum(calls["graph"] for calls in served)
+    counted = sum(calls["after_profiling"] for calls in served)
     if found["internal_errors"]:
         status = "internal_error"
     elif found["fallbacks"]:
@@ -184,4 +186,4 @@ def figures(program, dynamic):
         status = "python"
     return Figures(status=status, calls=counted, on_graphs=on_graphs, graphs=found["graphs"],
                    graph_breaks=found["graph_breaks"], fallbacks=found["fallbacks"],
-                   internal_errors=found["internal_errors"], other_method_calls=other)
+                   internal_errors=found["internal_errors"])

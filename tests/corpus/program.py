@@ -5,9 +5,9 @@ given and the calls its user makes, declared, so that the corpus test and
 A program's calls are its inference calls (`infer`, `inference_calls` of them,
 each on new arrays) then `train_steps` training steps (`loss` under
 autograd.record(), backward, an optimizer step). Each declares the method of the
-model it goes through (`infer_method`, `train_method`): a call through a method
-other than `forward` never reaches hybridize(dynamic=True), and counts as a call
-not on graphs.
+model it goes through (`infer_method`, `train_method`): methods other than
+`forward` are hybridized with `hybridize(dynamic=True, methods=...)` and their
+calls count as the forward's do.
 """
 import contextlib
 import dataclasses
@@ -74,12 +74,14 @@ class Program:
         return lambda: trainer.step(1)
 
     @property
-    def calls(self):
-        """The number of calls the program makes, and of those not through forward."""
-        total = self.inference_calls + (self.train_steps if self.loss else 0)
-        other = (self.inference_calls if self.infer_method != "forward" else 0) + \
-            (self.train_steps if self.loss and self.train_method != "forward" else 0)
-        return total, other
+    def entry_points(self):
+        """The methods of the model the program calls ("forward" among them, if so)."""
+        return tuple(sorted({self.infer_method} | ({self.train_method} if self.loss else set())))
+
+    @property
+    def methods(self):
+        """The methods other than forward the program calls: hybridize's `methods=`."""
+        return tuple(name for name in self.entry_points if name != "forward")
 
     def scope(self):
         """The array interface the program runs under (d2l's is MXNet's numpy one)."""

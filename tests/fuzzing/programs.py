@@ -4,7 +4,9 @@ A program is a Block (forward, `mx.nd`) or a HybridBlock (hybrid_forward, `F`)
 whose forward(x, limit) mixes nested `if`/`while`/`for` on tensor and Python
 predicates, `break`/`continue`/early `return`, child Dense layers, a helper
 function, lists of tensors, updates of `self` attributes, activations,
-elementwise and reduction ops, slicing and concat/stack. Statements are plain
+elementwise and reduction ops, slicing and concat/stack, and the older Gluon
+idioms (IDIOMS: item assignment, unpacking, NDArray attributes, autograd scopes,
+a namespace passed as `F`). Statements are plain
 tuples so that a failing program can be shrunk by dropping statements; `render`
 turns one into Python source.
 """
@@ -26,12 +28,17 @@ def helper({F_param}value, layer):
     return value * 0.5
 
 
+def scaled(F, value, c):
+    return F.add(F.relu(value) * c, F.abs(value))
+
+
 class Program(gluon.{base}):
     def __init__(self):
         super().__init__()
         with self.name_scope():
             self.d0 = gluon.nn.Dense(4, in_units=4)
             self.d1 = gluon.nn.Dense(4, in_units=4)
+            self.drop = gluon.nn.Dropout(0.5)
         self.flag = True
         self.n = 2
         self.count = 0
@@ -58,16 +65,18 @@ ASSIGN_FORMS = (
 
 class Generator:
     """Random statements; `rng` decides everything, so a seed reproduces a program.
-    With `breaks`, Blocks also read values to the host in the middle of graph code
-    (a Python `if` on a read value, a metric kept on self): graph breaks; and keep
-    the rows of a tensor a data-dependent mask selects (boolean_mask: a shape known
-    only once the graph runs)."""
+    With `breaks`, blocks also read values to the host in the middle of graph code:
+    a Python `if` on a read value (a graph break), a metric kept on self, argmax
+    positions read into a Python list that index arrays and the list (both kept in
+    the graph: hybridize/host_values.py); and keep the rows of a tensor a
+    data-dependent mask selects (boolean_mask: a shape known only once the graph
+    runs)."""
 
     def __init__(self, rng, breaks=False):
         self.rng, self.breaks = rng, breaks
 
     def program(self):
-        hybrid = self.rng.random() < 0.3 and not self.breaks
+        hybrid = self.rng.random() < 0.3
         body = [self.statement(0, in_loop=False) for _ in range(self.rng.randint(2, 5))]
         if self.breaks:   # at least one read, somewhere in the forward's top level
             body.insert(self.rng.randint(0, len(body)), self.host_read(0, in_loop=False))
@@ -81,7 +90,10 @@ class Generator:
 
     def host_read(self, depth, in_loop):
         value = self.rng.choice(TENSORS)
-        if depth >= MAX_DEPTH or self.rng.random() < 0.5:
+        draw = self.rng.random()
+        if draw < 0.3:
+            return ("index", self.rng.choice(TENSORS), value, round(self.rng.uniform(-1, 1), 2))
+        if depth >= MAX_DEPTH or draw < 0.65:
             return ("metric", value)
         return ("host_if", value, round(self.rng.uniform(-2, 2), 2),
                 self.block(depth + 1, in_loop), self.block(depth + 1, in_loop))
@@ -89,7 +101,7 @@ class Generator:
     def statement(self, depth, in_loop):
         if self.breaks and self.rng.random() < 0.1:
             return self.host_read(depth, in_loop)
-        choices = ["assign", "assign", "assign", "helper", "append", "state"]
+        choices = ["assign", "assign", "assign", "helper", "append", "state", self.idiom()]
         if depth < MAX_DEPTH:
             choices += ["if_tensor", "if_tensor", "if_python", "while", "for_range", "for_rows"]
         if in_loop:
@@ -104,6 +116,9 @@ class Generator:
                     round(self.rng.uniform(-1, 1), 2), pick(("d0", "d1")))
         if kind == "helper":
             return ("helper", pick(TENSORS), pick(TENSORS), pick(("d0", "d1")))
+        if kind in IDIOMS:
+            return (kind, pick(TENSORS), pick(TENSORS), round(self.rng.uniform(-1, 1), 2),
+                    self.rng.randrange(4))
         if kind == "append":
             return ("append", pick(TENSORS))
         if kind == "state":
@@ -120,8 +135,49 @@ class Generator:
             return ("for_rows", pick(TENSORS), pick(TENSORS), body)
         return (kind, body)
 
+    def idiom(self):
+        """One of the older Gluon idioms (IDIOMS), drawn as a statement kind."""
+        return self.rng.choice(IDIOMS)
+
     def block(self, depth, in_loop):
         return [self.statement(depth, in_loop) for _ in range(self.rng.randint(1, 3))]
+
+
+# Statements of the older Gluon idioms over a target, a source tensor, a constant c
+# and a position k < 4 (_render_idiom): item assignment of constants into a new
+# array (what MXNet allows while autograd records) including `+=`, a slice with a
+# step and an index list; unpacking a tensor's rows; NDArray attributes and methods
+# (`.T`, `.copy()`, `astype`, `reshape(-1, 2)`, `as_in_context`); values made under
+# autograd.pause() (no gradient) and a dropout under predict_mode() (an identity);
+# the namespace passed to a function as `F`.
+IDIOMS = ("mask_item", "unpack", "attributes", "paused", "predicted", "takes_F")
+
+
+def _render_idiom(statement, pad, lines):
+    kind, target, source, c, k = statement
+    if kind == "mask_item":
+        lines.append(pad + "mask = {F}.ones((1, 4))")
+        lines.append(pad + "mask[0, %d] = %s" % (k, c))
+        lines.append(pad + "mask[:, ::2] += 0.5")
+        lines.append(pad + "mask[0, [%d, 3]] *= 2" % k)
+        lines.append(pad + "%s = {F}.broadcast_mul(%s, mask)" % (target, target))
+    elif kind == "unpack":
+        lines.append(pad + "first, *rest = %s" % source)
+        lines.append(pad + "%s = {F}.broadcast_add(%s, first.reshape((1, 4)) * %s + "
+                     "{F}.sum({F}.stack(*rest), axis=0, keepdims=True))" % (target, target, c))
+    elif kind == "attributes":
+        lines.append(pad + "%s = %s.T.T * %s + %s.copy().astype('float64').astype('float32')"
+                     ".reshape(-1, 2).reshape(-1, 4).as_in_context(%s.context)"
+                     % (target, target, c, source, source))
+    elif kind == "paused":
+        lines.append(pad + "with mx.autograd.pause():")
+        lines.append(pad + "    paused = {F}.tanh(self.d%d(%s)) * %s" % (k % 2, source, c))
+        lines.append(pad + "%s = %s + paused" % (target, target))
+    elif kind == "predicted":
+        lines.append(pad + "with mx.autograd.predict_mode():")
+        lines.append(pad + "    %s = self.drop(%s) + %s * %s" % (target, target, source, c))
+    else:
+        lines.append(pad + "%s = scaled({F}, %s, %s)" % (target, source, c))
 
 
 def render(program):
@@ -157,6 +213,8 @@ def _render(statement, level, lines, loop_depth):
         lines.append(pad + "%s = %s" % (target, expression))
     elif kind == "helper":
         lines.append(pad + "%s = helper({F_param}%s, self.%s)" % statement[1:])
+    elif kind in IDIOMS:
+        _render_idiom(statement, pad, lines)
     elif kind == "append":
         lines.append(pad + "acc.append(%s)" % statement[1])
     elif kind == "state":
@@ -189,6 +247,14 @@ def _render(statement, level, lines, loop_depth):
         lines.append(pad + "%s = {F}.broadcast_add(%s, {F}.mean({F}.contrib.boolean_mask(%s, "
                      "(%s <= {F}.min(%s) + %s).detach()), axis=0, keepdims=True))"
                      % (target, target, source, sums, sums, c))
+    elif kind == "index":
+        # Positions read to the host, kept in a list, indexing the list and an array.
+        _, target, source, c = statement
+        sums = "{F}.sum(%s, axis=0)" % source
+        lines.append(pad + "ptrs = [int({F}.argmax(%s, axis=0).asscalar()), "
+                     "int({F}.argmin(%s, axis=0).asscalar())]" % (sums, sums))
+        lines.append(pad + "%s = {F}.broadcast_add(%s, %s[0, ptrs[ptrs[0] %% 2]] * %s)"
+                     % (target, target, source, c))
     elif kind == "metric":
         lines.append(pad + "self.total += float({F}.mean(%s).asscalar())" % statement[1])
     elif kind == "host_if":

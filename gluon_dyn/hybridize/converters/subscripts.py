@@ -17,19 +17,21 @@ class SubscriptTransformer(converter.Base):
         if not isinstance(node.ctx, ast.Load):
             return node
         return templates.replace_as_expression("ag__.get_item(target, key)", target=node.value,
-                                               key=_as_expression(node.slice))
+                                               key=key_expression(node.slice))
 
 
 def transform(node, ctx):
     return SubscriptTransformer(ctx).visit(node)
 
 
-def _as_expression(key):
-    """A subscript's key as an ordinary expression: `a:b:c` becomes `slice(a, b, c)`."""
+def key_expression(key, slice_type="slice"):
+    """A subscript's key as an ordinary expression: `a:b:c` becomes `slice(a, b, c)`
+    (`slice_type`: how the code names the builtin)."""
     if isinstance(key, ast.Slice):
         bounds = [bound if bound is not None else ast.Constant(None)
                   for bound in (key.lower, key.upper, key.step)]
-        return ast.Call(func=ast.Name(id="slice", ctx=ast.Load()), args=bounds, keywords=[])
+        return ast.Call(func=ast.parse(slice_type, mode="eval").body, args=bounds, keywords=[])
     if isinstance(key, ast.Tuple):
-        return ast.Tuple(elts=[_as_expression(element) for element in key.elts], ctx=ast.Load())
+        return ast.Tuple(elts=[key_expression(element, slice_type) for element in key.elts],
+                         ctx=ast.Load())
     return key

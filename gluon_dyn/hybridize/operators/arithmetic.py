@@ -11,7 +11,8 @@ import operator
 
 import mxnet as mx
 
-from .. import effects, tracing
+from .. import effects, host_values, tracing
+from . import numpy_operators
 from ..symbolic_shapes import SymbolicDim
 from .values import NUMBERS, as_tensor, is_int_like, is_symbol
 
@@ -34,6 +35,16 @@ _INTEGER_RESULTS = ("+", "-", "*", "//", "%")
 
 
 def binary_op(left, right, name):
+    if host_values.involved(left, right):   # a number read from a tensor, kept in the graph
+        return host_values.binary_op(left, right, name)
+    if numpy_operators.applies(left, right):
+        return numpy_operators.binary_op(left, right, name)
+    trace = tracing.current()
+    if trace is not None and trace.ndarray_code and (is_symbol(left) or is_symbol(right)):
+        # An array made outside the graph (`nd.array([...])` of Python values, a
+        # constant) meets a traced value: it becomes a graph input, as in calls.py.
+        left, right = [trace.capture(v) if isinstance(v, mx.nd.NDArray) else v
+                       for v in (left, right)]
     if is_symbol(left) or is_symbol(right):
         # Symbol's own operators take neither sizes read from shapes nor `//`.
         convert = (SymbolicDim,) + (NUMBERS if name == "//" else ())

@@ -13,13 +13,17 @@ with one output, mean what they mean for the NDArray it stands for:
   are loops.TensorRows, which a `for` runs as a graph loop; the builtins that
   would need the rows as a Python list stop the trace naming the line.
 
+Python's own unpacking (`a, b = seq`, `f(*seq)`, `[*seq]`) takes the rows the same
+way (`unpacked`), in a HybridBlock's code too.
+
 A Symbol with several outputs (`mx.sym.split`, as `mx.nd.split` returns a list)
 keeps Symbol's meaning, and so does code written for Symbols (hybrid_forward).
 """
 from ...origin import user_location
 from .. import tracing
+from ..numpy_interface import is_numpy_symbol
 from .loops import TensorRows, known_length
-from .subscripts import get_item
+from .subscripts import get_item, ndarray_item
 from .values import is_symbol
 
 _ITERATING = (enumerate, zip, reversed, list, tuple, iter, map, filter, sorted, sum, min, max,
@@ -51,6 +55,21 @@ def call(f, args, kwargs):
         "%s() of a tensor needs its rows as Python values, but their number is computed by the "
         "graph when it runs; a graph loop takes `for` over tensors, enumerate() and reversed() of "
         "one, zip() of several" % f.__name__, user_location())
+
+
+def unpacked(value):
+    """`value` where Python unpacks it (`a, b = value`, `f(*value)`, `[*value]`:
+    converters/unpacking.py): a Symbol of one output is the list of its rows, as an
+    NDArray unpacks (in a HybridBlock's code too: run imperatively, it unpacks
+    NDArrays); anything else is itself."""
+    if tracing.current() is None or not _is_array(value):
+        return value
+    length = known_length(value)
+    if length is None:
+        return call(list, (value,), None)   # says why the rows cannot be had
+    if is_numpy_symbol(value):
+        return [get_item(value, i) for i in range(length)]
+    return [ndarray_item(value, i) for i in range(length)]
 
 
 def _graph_rows(f, args, kwargs):

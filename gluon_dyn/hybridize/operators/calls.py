@@ -12,9 +12,9 @@ from malt.operators import variables
 from mxnet import gluon
 
 from ... import ops
-from .. import deferred_init, effects, symbolic_shapes, tracing
+from .. import deferred_init, effects, host_data, host_values, symbolic_shapes, tracing
 from ...origin import caller_location
-from . import builtins, consumers
+from . import builtins, consumers, ndarray_functions, numpy_calls
 from ..symbolic_shapes import SymbolicDim
 from .loops import TensorRange
 
@@ -29,6 +29,8 @@ for _nd_namespace, _sym_namespace in _NAMESPACES:
             _symbolic[id(_function)] = getattr(_sym_namespace, _name)
 for _name, _function in _CONTROL_FLOW.items():
     _symbolic[id(getattr(mx.nd.contrib, _name))] = _function
+_symbolic.update(numpy_calls.SYMBOLIC)   # mx.np.* and mx.npx.* (MXNet's numpy interface)
+_symbolic.update(ndarray_functions.SYMBOLIC)   # mx.nd.add, ...: Python helpers mx.sym lacks
 
 _UNREPLAYABLE = {id(print): "print() must run on every call"}
 
@@ -63,6 +65,10 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
         return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
+    if trace is not None and host_values.passed(args, kwargs):
+        handled = host_values.call(f, args, kwargs)   # int(x.asscalar()), ...
+        if handled is not NotImplemented:
+            return handled
     if trace is not None and builtins.applies(f, args, trace):
         return builtins.call(f, args, kwargs)   # len(seq), enumerate(seq), ...: rows
     if trace is not None and trace.call_handler is not None:
@@ -77,11 +83,15 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
         effects.note_append(f.__self__)
     if trace is not None:
         if f is isinstance and trace.ndarray_code and isinstance(args[0], mx.sym.Symbol):
-            return _as_array_isinstance(args[1])
+            return _as_array_isinstance(args[1]) or numpy_calls.is_numpy_type_check(*args)
         if isinstance(f, gluon.Block):
             deferred_init.initialize_before_call(f, args)
         if id(f) in _UNREPLAYABLE:
             raise tracing.FallbackRequired(_UNREPLAYABLE[id(f)], caller_location(), breakable=True)
+        host_data.check_call(f, args, kwargs)
+        if numpy_calls.runs_as_constant(f, args, kwargs):
+            return f(*args, **(kwargs or {}))
+        numpy_calls.refuse_without_graph_form(f, args, kwargs)
         if id(f) in _symbolic:
             f = _symbolic[id(f)]
             args, kwargs = _captured(args, kwargs, trace)
@@ -122,14 +132,9 @@ def _captured(args, kwargs, trace):
 
 def _captured_value(value, trace):
     if isinstance(value, (list, tuple)):
-        return type(value)(_captured_value(v, trace) for v in value)
+        items = [_captured_value(v, trace) for v in value]
+        if hasattr(value, "_fields"):     # a named tuple
+            return type(value)(*items)
+        # A shape read while tracing (tracing.ReadShape) is a plain tuple to operators.
+        return list(items) if isinstance(value, list) else tuple(items)
     return _as_symbol(value, trace)
-
-
-def entered_context(manager):
-    """A context manager about to be entered by converted code."""
-    if tracing.current() is not None:
-        raise tracing.FallbackRequired("`with %s` enters and exits a context manager on every call"
-                                       % type(manager).__name__, caller_location(),
-                                       breakable=True)
-    return manager

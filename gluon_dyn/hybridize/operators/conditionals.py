@@ -12,7 +12,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ... import ops
 from ...ops import ControlFlowError
 from ...origin import caller_location
-from .. import effects, speculation, tracing
+from .. import effects, numpy_interface, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
 from .values import (NUMBERS, is_int_like, is_symbol, note_shape, same_python_value,
@@ -21,6 +21,8 @@ from .values import (NUMBERS, is_int_like, is_symbol, note_shape, same_python_va
 
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
     effects.refuse_markers(cond, "tested for truth")
+    cond = numpy_interface.truth(cond)
+    get_state, set_state = numpy_interface.statement_boundary(get_state, set_state)
     if not is_symbol(cond):
         if isinstance(cond, mx.nd.NDArray):
             speculation.record_branch(caller_location(), cond)
@@ -198,6 +200,7 @@ def _output_kind(where, name, then_value, else_value):
 
 def if_exp(cond, if_true, if_false, expr_repr):
     effects.refuse_markers(cond, "tested for truth")
+    cond = numpy_interface.truth(cond)
     if not is_symbol(cond):
         if tracing.current() is not None:
             tracing.record(caller_location(), Statement.IF_EXPRESSION, Became.PYTHON,

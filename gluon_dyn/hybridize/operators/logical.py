@@ -3,11 +3,15 @@ import mxnet as mx
 from malt.operators import logical as python_logical
 
 from .. import effects
+from ..numpy_interface import is_numpy_symbol
+from . import numpy_operators
 from .values import is_symbol
 
 
 def not_(a):
     effects.refuse_markers(a, "tested for truth")
+    if is_numpy_symbol(a):
+        return numpy_operators.not_(a)
     return mx.sym.logical_not(a) if is_symbol(a) else python_logical.not_(a)
 
 
@@ -16,7 +20,10 @@ def and_(a, b):
     effects.refuse_markers(left, "tested for truth")
     if not is_symbol(left):
         return left and b()
-    return mx.sym.broadcast_logical_and(left, _as_truth_tensor(b()))
+    right = b()
+    if numpy_operators.applies(left, right):
+        return numpy_operators.and_(left, right)
+    return mx.sym.broadcast_logical_and(left, _as_truth_tensor(right))
 
 
 def or_(a, b):
@@ -24,7 +31,10 @@ def or_(a, b):
     effects.refuse_markers(left, "tested for truth")
     if not is_symbol(left):
         return left or b()
-    return mx.sym.broadcast_logical_or(left, _as_truth_tensor(b()))
+    right = b()
+    if numpy_operators.applies(left, right):
+        return numpy_operators.or_(left, right)
+    return mx.sym.broadcast_logical_or(left, _as_truth_tensor(right))
 
 
 def _as_truth_tensor(value):

@@ -14,7 +14,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ... import ops
 from ...ops import ControlFlowError
 from ...origin import caller_location
-from .. import effects, guards, speculation, tracing
+from .. import effects, guards, numpy_interface, speculation, tracing
 from ..fates import Became, Statement
 from . import speculated
 from .arithmetic import binary_op
@@ -32,6 +32,8 @@ def while_stmt(test, body, get_state, set_state, symbol_names, opts):
     # The loop runs as Python until its test is a tensor; from there on it is a
     # graph loop over the state it has reached.
     where = caller_location()
+    test = numpy_interface.predicate(test)
+    get_state, set_state = numpy_interface.statement_boundary(get_state, set_state)
     iterations = 0
     while True:
         result = test()
@@ -58,6 +60,8 @@ def while_stmt(test, body, get_state, set_state, symbol_names, opts):
 
 def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
     where = caller_location()
+    extra_test = numpy_interface.predicate(extra_test)
+    get_state, set_state = numpy_interface.statement_boundary(get_state, set_state)
     if isinstance(iter_, TensorRange):
         tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR,
                        "while_loop over a range with tensor bounds (graph)")
@@ -66,7 +70,8 @@ def for_stmt(iter_, extra_test, body, get_state, set_state, symbol_names, opts):
         tracing.record(where, Statement.FOR, Became.GRAPH_OPERATOR,
                        "while_loop over the rows of %s (graph)" % iter_.description)
         return _staged_rows(where, iter_, 0, extra_test, body, get_state, set_state, symbol_names)
-    if not is_symbol(iter_):
+    # A Symbol of several outputs stands for a list of arrays (`mx.nd.split` gives one).
+    if not is_symbol(iter_) or len(iter_.list_outputs()) > 1:
         effects.refuse_markers(iter_, "iterated over")
         return _python_iterable_loop(where, iter_, extra_test, body, get_state, set_state,
                                      symbol_names, opts)
@@ -143,6 +148,7 @@ class TensorRange:
 
     def __init__(self, *bounds):
         start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (tuple(bounds) + (1,))[:3]
+        start, stop = numpy_interface.as_legacy_number(start), numpy_interface.as_legacy_number(stop)
         if is_symbol(step) or step == 0:
             raise ControlFlowError("range() over tensors needs a nonzero Python int step, got %r"
                                    % (step,))
@@ -180,13 +186,14 @@ class TensorRows:
         row = rows[0] if len(rows) == 1 else tuple(rows)
         if self.number_from is None:
             return row
-        return binary_op(index, self.number_from, "+"), row
+        return numpy_interface.as_code_number(binary_op(index, self.number_from, "+")), row
 
 
 def _staged_range(where, bounds, extra_test, body, get_state, set_state, symbol_names):
     stop = as_tensor(bounds.stop)
     compare = mx.sym.broadcast_lesser if bounds.step > 0 else mx.sym.broadcast_greater
-    _staged_count(where, as_tensor(bounds.start), lambda i: compare(i, stop), tracing.scalar_index,
+    _staged_count(where, as_tensor(bounds.start), lambda i: compare(i, stop),
+                  lambda i: numpy_interface.as_code_number(tracing.scalar_index(i)),
                   bounds.step, extra_test, body, get_state, set_state, symbol_names)
 
 
@@ -436,8 +443,8 @@ def _note_stacked_shape(output, step_value, bound):
 
 
 def _know_shapes(placeholders, initial):
-    """A graph loop's variables keep their shapes: tell the trace the shapes of the
-    placeholders standing for them in the loop's body and test."""
+    """A graph loop's variables keep their shapes and dtypes: tell the trace those of
+    the placeholders standing for them in the loop's body and test."""
     trace = tracing.current()
     if trace is None:
         return
@@ -447,3 +454,6 @@ def _know_shapes(placeholders, initial):
                 trace.shapes[placeholder.name] = trace.inferred_shape(value)
             except AttributeError:
                 pass
+            dtype = tracing.current().inferred_dtype(value)
+            if dtype is not None:
+                trace.dtypes[placeholder.name] = dtype

@@ -1,14 +1,21 @@
 """Values in converted code while tracing: which are tensors, which Python values
 are the same, and the run-time shapes of control-flow outputs."""
 import mxnet as mx
+import numpy as np
 
 from ...origin import caller_location
 from .. import tracing
+from ..numpy_interface import as_legacy
 from ..symbolic_shapes import SymbolicDim
 
 NUMBERS = (bool, int, float)
 # Python numbers and sizes read from shapes (export): graph loops carry both as tensors.
 NUMBERS_AND_SIZES = NUMBERS + (SymbolicDim,)
+
+
+def graph_constant(array, dtype):
+    """A constant of the graph: a NumPy array as an input captured by the trace."""
+    return tracing.current().capture(mx.nd.array(array, dtype=np.dtype(dtype)))
 
 
 def is_symbol(value):
@@ -39,7 +46,8 @@ def length_of(symbol):
     """The length of `symbol`'s axis 0, computed when the graph runs, as a one-element
     float32 tensor standing for an int."""
     return tracing.scalar_index(mx.sym.cast(
-        mx.sym.slice_axis(mx.sym.shape_array(symbol), axis=0, begin=0, end=1), dtype="float32"))
+        mx.sym.slice_axis(mx.sym.shape_array(as_legacy(symbol)), axis=0, begin=0, end=1),
+        dtype="float32"))
 
 
 def is_int(value):

@@ -5,13 +5,19 @@ Each node's inputs (its own arrays, its callees' results) have a leading axis of
 size 1. Stacked, that axis holds B nodes; every value of the graph then has a
 batch axis (or none, for values made of parameters only) that each operator
 must carry through without mixing rows (DyNet's autobatching and TensorFlow
-Fold make the same per-operator decision). Operators and attributes not known
-to be row-wise make the body run one node per call.
+Fold make the same per-operator decision). A value that lost that axis (a row
+picked by an index, `x[tree.idx]`) is batched along an extra one instead
+(new_axis.py). Operators and attributes not known to be row-wise make the body
+run one node per call.
 """
 import ast
 import json
 
 import mxnet as mx
+
+from ... import graph_json
+from . import new_axis
+from .new_axis import NEW
 
 
 class NotBatchable(Exception):
@@ -19,15 +25,18 @@ class NotBatchable(Exception):
 
 
 def batch_axes(symbol, batched_inputs, shapes):
-    """The batch axis of each of `symbol`'s outputs (None: not batched), when the
-    inputs named in `batched_inputs` are stacked along axis 0. Raises NotBatchable."""
+    """(the symbol to run batched, the batch axis of each of its outputs (None: not
+    batched)) when the inputs named in `batched_inputs` are stacked along axis 0.
+    The symbol is `symbol`, rewritten where values are batched along an extra
+    axis (new_axis.py). Raises NotBatchable."""
     for name in batched_inputs:
         if shapes[name][:1] != (1,):
             raise NotBatchable("input %s has shape %s: stacking needs a leading axis of size 1"
                                % (name, shapes[name]))
-    nodes = json.loads(symbol.tojson())["nodes"]
+    graph = json.loads(symbol.tojson())
+    nodes = graph["nodes"]
     value_shapes = _value_shapes(symbol, shapes)
-    axes = {}
+    axes, rewritten, placed = {}, False, {}
     for index, node in enumerate(nodes):
         name, op = node["name"], node["op"]
         if op == "null":
@@ -39,22 +48,46 @@ def batch_axes(symbol, batched_inputs, shapes):
         if all(axis is None for axis in in_axes):
             axis = None
         else:
-            rule = RULES.get(op)
-            if rule is None:
-                raise NotBatchable("operator %s (%s) is not known to compute rows independently"
-                                   % (op, name))
             in_shapes = [value_shapes.get(_value_name(nodes, ref)) for ref in refs]
             out_shape = value_shapes.get(_value_name(nodes, (index, 0)))
-            if out_shape is None or any(shape is None for shape in in_shapes):
-                raise NotBatchable("the shapes around %s (%s) are not known" % (op, name))
             attrs = {key: _literal(value) for key, value in node.get("attrs", {}).items()}
-            axis = rule(attrs, in_axes, in_shapes, out_shape)
+            known = out_shape is not None and all(shape is not None for shape in in_shapes)
+            if known and (NEW in in_axes or new_axis.starts(op, attrs, in_axes, in_shapes)):
+                axis, rewritten = new_axis.rule(node, attrs, in_axes, in_shapes, out_shape), True
+            else:
+                rule = RULES.get(op)
+                if rule is None:
+                    raise NotBatchable("operator %s (%s) is not known to compute rows "
+                                       "independently" % (op, name))
+                if not known:
+                    raise NotBatchable("the shapes around %s (%s) are not known" % (op, name))
+                axis = rule(attrs, in_axes, in_shapes, out_shape)
+                if axis is None and rule is _broadcast:
+                    axis = _aligned_broadcast(nodes, index, in_axes, in_shapes, out_shape, placed)
             if axis is None:
                 raise NotBatchable("%s (%s) mixes the rows of different nodes" % (op, name))
         for output in range(outputs):
             axes[(index, output)] = axis
-    heads = json.loads(symbol.tojson())["heads"]
-    return [axes[(source, output)] for source, output, _ in heads]
+    found = [axes[(source, output)] for source, output, _ in graph["heads"]]
+    _skip_dropped(graph)
+    if placed:
+        graph, rewritten = graph_json.with_nodes_after(graph, placed), True
+    return (graph_json.load_symbol(graph) if rewritten else symbol), found
+
+
+def _skip_dropped(graph):
+    """Whatever reads a node new_axis dropped reads the node's input instead (an
+    output of the graph that would be an input as it came keeps the node)."""
+    nodes = graph["nodes"]
+    replacements = {}
+    for index, node in enumerate(nodes):
+        if node["op"] == new_axis.DROPPED and node.get("attrs") == {}:
+            source = node["inputs"][0]
+            replacements[(index, 0)] = replacements.get((source[0], source[1]), source)
+    heads = {(entry[0], entry[1]) for entry in graph["heads"]}
+    replacements = {ref: entry for ref, entry in replacements.items()
+                    if ref not in heads or nodes[entry[0]]["op"] != "null"}
+    graph_json.rewire(graph, replacements)
 
 
 def _output_count(node):
@@ -124,6 +157,28 @@ def _broadcast(attrs, axes, shapes, out):
         if axis is None and at >= 0 and shape[at] != 1:
             return None
     return position
+
+
+def _aligned_broadcast(nodes, index, axes, shapes, out, placed):
+    """A broadcasting operator whose rows (along axis 0) have fewer axes than its
+    output (`h + F.dot(hc, w)`: (1, C) with (1, K, C)): per node they broadcast
+    as (1, 1, C), so the batched rows are reshaped to (B, 1, C), a node placed
+    in `placed` before the operator. Their axis 0 then leads the output; None
+    where the operands do not line up so."""
+    rank = len(out)
+    if any(axis not in (0, None) for axis in axes) or any(
+            axis is None and len(shape) == rank and shape[0] != 1
+            for axis, shape in zip(axes, shapes)):
+        return None
+    node = nodes[index]
+    for position, (axis, shape) in enumerate(zip(axes, shapes)):
+        if axis == 0 and len(shape) < rank:
+            aligned = graph_json.node("Reshape", "%s_rows%d" % (node["name"], position),
+                                      [node["inputs"][position]],
+                                      shape=str((-1,) + (1,) * (rank - len(shape)) + shape[1:]))
+            placed.setdefault(index - 1, []).append(aligned)
+            node["inputs"][position] = [aligned, 0, 0]
+    return 0
 
 
 def _fully_connected(attrs, axes, shapes, out):

@@ -3,7 +3,7 @@ in order, each group's arenas fed to the next, so that a call runs as one
 CachedOp instead of one per group (the per-group cost, a CachedOp call and the
 Python around it, is what small bodies such as a TreeRNN's spend their time in).
 
-A program is built per schedule key (the bodies of the groups, in order: for a
+A program is built per schedule key (the graphs of the groups, in order: for a
 binary tree, the tree's height), never per tree: the widths of the groups are
 the shapes of the program's inputs (each group's slice of the call's row
 indices, its own arrays stacked), so one program serves every tree of that
@@ -14,7 +14,7 @@ import dataclasses
 import mxnet as mx
 
 from ..capture import CapturedInput, ParameterInput
-from .batched_graph import ArenaInput, OwnInput, RowsInput
+from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,13 +36,15 @@ class GroupOwn:
 
 
 class CallProgram:
-    """The graph running the groups of every call whose schedule key is `bodies`:
-    `symbol` (the entry's outputs) and `inputs` (an ArenaStart, GroupRows,
-    GroupOwn, ParameterInput or CapturedInput per symbol.list_inputs())."""
+    """The graph running the groups of every call whose schedule key is `key`
+    ((graph, variant) per group, schedule.py): `symbol` (the entry's outputs) and
+    `inputs` (an ArenaStart, GroupRows, GroupOwn, ParameterInput or
+    CapturedInput per symbol.list_inputs())."""
 
-    def __init__(self, bodies):
-        self.bodies = bodies
+    def __init__(self, key):
+        self.key = key
         arenas, variables, sources = {}, {}, {}
+        shared = None    # the outputs of the entry's down stage
 
         def variable(name, source):
             if name not in variables:
@@ -51,8 +53,8 @@ class CallProgram:
             return variables[name]
 
         captured = {}
-        for number, body in enumerate(bodies):
-            graph = body.graph
+        for number, (graph, variant) in enumerate(key):
+            whole = dict(zip(graph.whole, variant))
             substitutes = {}
             for name, source in zip(graph.symbol.list_inputs(), graph.inputs):
                 if isinstance(source, ArenaInput):
@@ -64,18 +66,29 @@ class CallProgram:
                     substitutes[name] = rows[source.index]
                 elif isinstance(source, RowsInput):
                     substitutes[name] = variable("group%d_rows" % number, GroupRows(number))
+                elif isinstance(source, SharedInput):
+                    substitutes[name] = shared[source.index]
                 elif isinstance(source, OwnInput):
-                    substitutes[name] = variable("group%d_own%d" % (number, source.index),
-                                                 GroupOwn(number, source.index))
+                    held = whole.get(source.index, ("stacked",))
+                    if held[0] == "shared":   # the entry's shared arrays, one after the other
+                        arrays = [shared[k] for k in held[1]]
+                        substitutes[name] = arrays[0] if len(arrays) == 1 else mx.sym.concat(
+                            *arrays, dim=0)
+                    else:
+                        substitutes[name] = variable("group%d_own%d" % (number, source.index),
+                                                     GroupOwn(number, source.index))
                 elif isinstance(source, ParameterInput):
                     substitutes[name] = variable(source.parameter.name, source)
                 else:
                     # Captured arrays by identity: two bodies may name theirs alike.
-                    key = id(source.array)
-                    captured.setdefault(key, "captured%d" % len(captured))
-                    substitutes[name] = variable(captured[key], CapturedInput(source.array))
+                    key_of = id(source.array)
+                    captured.setdefault(key_of, "captured%d" % len(captured))
+                    substitutes[name] = variable(captured[key_of], CapturedInput(source.array))
             outputs = list(graph.symbol(**substitutes))
-            if graph.appends_to is not None:
-                arenas[graph.appends_to] = dict(enumerate(outputs))
+            if graph.writes is not None:
+                for (arena, k), output in zip(graph.writes, outputs):
+                    arenas.setdefault(arena, {})[k] = output
+            elif graph.stage == DOWN:
+                shared = outputs
         self.symbol = mx.sym.Group(outputs)
         self.inputs = [sources[name] for name in self.symbol.list_inputs()]

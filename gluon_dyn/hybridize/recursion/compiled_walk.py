@@ -22,8 +22,9 @@ a RecursionError. The functions are generated again when the signatures grew.
 import mxnet as mx
 import numpy as np
 
-from .discovery import Invocation, Miss, path_ref, walk_subtree
-from .structure import FINDERS, Raised, data_finding, observe, reader
+from .discovery import ARRAY_FINDINGS, Invocation, Miss, path_ref, walk_subtree
+from .passes import passed_of
+from .structure import FINDERS, Raised, data_finding, index_position, observe, reader
 
 MAX_DEPTH = 100   # levels of Python recursion before the generic walk takes over
 
@@ -58,7 +59,7 @@ class _Source:
             "FINDERS": FINDERS, "NDArray": mx.nd.NDArray,
             "data_finding": data_finding, "np_array": np.array, "WALKERS": signatures.walkers,
             "walk_subtree": walk_subtree, "SIGNATURES": signatures, "FUNCTION": function,
-            "MAX_DEPTH": MAX_DEPTH}
+            "MAX_DEPTH": MAX_DEPTH, "passed_of": passed_of, "index_position": index_position}
         self.signatures = signatures
         self.variables = {}    # PathRef -> local variable name
 
@@ -83,6 +84,7 @@ def _generate(signatures, function):
     source.emit(2, "return walk_subtree(SIGNATURES, FUNCTION, args, completed)")
     source.emit(1, "arrays = []")
     source.emit(1, "children = []")
+    source.emit(1, "passes = {}")
     _node(source, signatures.roots[function], set(), 1)
     exec(compile("\n".join(source.lines), "<compiled walk of %s>" % function, "exec"),
          source.namespace)
@@ -91,16 +93,46 @@ def _generate(signatures, function):
 
 def _node(source, node, read, indent):
     """Code for the walk from `node` on; `read` holds the PathRefs read on the
-    way here (their variables hold the values)."""
-    if node.body is not None:
-        source.emit(indent, "invocation = Invocation(%s, arrays, children)"
-                    % source.constant(node.body))
-        source.emit(indent, "completed.append(invocation)")
-        source.emit(indent, "return invocation")
-        return
-    if node.step is None:
-        source.emit(indent, "raise Miss(FUNCTION, args)")
-        return
+    way here (their variables hold the values). A step with one finding known
+    checks it and goes on at the same indentation (a deep signature, a long list
+    of trees, must not nest deeper than Python allows); several branch."""
+    while True:
+        if node.body is not None:
+            source.emit(indent, "invocation = Invocation(%s, arrays, children, passes)"
+                        % source.constant(node.body))
+            source.emit(indent, "completed.append(invocation)")
+            source.emit(indent, "return invocation")
+            return
+        if node.step is None:
+            source.emit(indent, "raise Miss(FUNCTION, args)")
+            return
+        array = _step_code(source, node, read, indent)
+        if len(node.branches) != 1:
+            break
+        found, node = next(iter(node.branches.items()))
+        source.emit(indent, "if not (found is {0} or found == {0}):".format(
+            source.constant(found)))
+        source.emit(indent + 1, "raise Miss(FUNCTION, args)")
+        if array is not None and found[0] in ARRAY_FINDINGS:
+            source.emit(indent, "arrays.append(%s)" % array)
+    keyword = "if"
+    for found, branch in node.branches.items():
+        # Findings equal to a constant are mostly the same object (body.OutputType).
+        source.emit(indent, "{0} found is {1} or found == {1}:".format(
+            keyword, source.constant(found)))
+        if array is not None and found[0] in ARRAY_FINDINGS:
+            source.emit(indent + 1, "arrays.append(%s)" % array)
+        _node(source, branch, set(read), indent + 1)
+        keyword = "elif"
+    if keyword == "elif":
+        source.emit(indent, "else:")
+        indent += 1
+    source.emit(indent, "raise Miss(FUNCTION, args)")
+
+
+def _step_code(source, node, read, indent):
+    """Code taking `node`'s step, leaving what it found in `found`; the variable
+    holding the value read, for a read step."""
     step, array = node.step, None
     if step[0] == "read":
         array = _path(source, path_ref(source.signatures.paths, step[1]), read, indent)
@@ -112,6 +144,14 @@ def _node(source, node, read, indent):
         # observe() without its call: the finder of the value's type.
         source.emit(indent + (speculated is not None),
                     "found = (FINDERS.get(type({0})) or observe)({0})".format(array))
+    elif step[0] == "index":
+        value = _path(source, path_ref(source.signatures.paths, step[1]), read, indent)
+        source.emit(indent, "found = type(%s)" % value)
+        source.emit(indent, "if found is int:")
+        source.emit(indent + 1, "arrays.append(index_position(%s, arrays[%d]))" % (value, step[2]))
+    elif step[0] == "shape":
+        value = _path(source, path_ref(source.signatures.paths, step[1]), read, indent)
+        source.emit(indent, "found = %s.shape[%d]" % (value, step[2]))
     elif step[0] == "data":
         source.emit(indent, "real = %s" % _argument(source, step[1], read, indent))
         source.emit(indent, "found = data_finding(real)")
@@ -122,19 +162,7 @@ def _node(source, node, read, indent):
             source.constant(step[1]), "".join(a + ", " for a in arguments)))
         source.emit(indent, "children.append(child)")
         source.emit(indent, "found = child.body.output_type")
-    keyword = "if"
-    for found, branch in node.branches.items():
-        # Findings equal to a constant are mostly the same object (body.OutputType).
-        source.emit(indent, "{0} found is {1} or found == {1}:".format(
-            keyword, source.constant(found)))
-        if array is not None and found[0] == "array":
-            source.emit(indent + 1, "arrays.append(%s)" % array)
-        _node(source, branch, set(read), indent + 1)
-        keyword = "elif"
-    if keyword == "elif":
-        source.emit(indent, "else:")
-        indent += 1
-    source.emit(indent, "raise Miss(FUNCTION, args)")
+    return array
 
 
 def _speculated(node):
@@ -181,6 +209,8 @@ def _argument(source, spec, read, indent):
         return _path(source, path_ref(source.signatures.paths, spec[1]), read, indent)
     if kind == "input":
         return "arrays[%d]" % spec[1]
+    if kind == "computed":
+        return "passed_of(passes, %s, FUNCTION, arrays)" % source.constant(spec)
     if kind == "sequence":
         items = [_argument(source, item, read, indent) for item in spec[2]]
         return "%s((%s))" % (source.constant(spec[1]), "".join(i + ", " for i in items))

@@ -13,9 +13,11 @@ identity) rather than interpreted from its description.
 """
 import numpy as np
 
-from .structure import FINDERS, Raised, data_finding, observe, reader
+from .passes import passed_of
+from .structure import FINDERS, Raised, data_finding, index_position, observe, reader
 
-READ, DATA, CALL = range(3)
+READ, DATA, CALL, SHAPE, INDEX = range(5)
+ARRAY_FINDINGS = ("array", "whole", "passed")   # findings of reads that are the body's inputs
 
 
 class Miss(BaseException):
@@ -28,13 +30,15 @@ class Miss(BaseException):
 
 
 class Invocation:
-    """One node: its body, its own arrays (the body's inputs, in order), the
-    nodes its recursive calls ran (in call order), its height (0 for a node
-    that calls nothing) and its row in its function's results (schedule.py)."""
-    __slots__ = ("body", "arrays", "children", "height", "row")
+    """One node: its body, its own arrays (the body's inputs, in order: arrays,
+    numpy data, passes.Passed), the nodes its recursive calls ran (in call
+    order), the arrays its down stage computes (index -> Passed, those its calls
+    received so far), its height (0 for a node that calls nothing) and its row
+    in its function's results (schedule.py)."""
+    __slots__ = ("body", "arrays", "children", "passes", "height", "row")
 
-    def __init__(self, body, arrays, children):
-        self.body, self.arrays, self.children = body, arrays, children
+    def __init__(self, body, arrays, children, passes):
+        self.body, self.arrays, self.children, self.passes = body, arrays, children, passes
         height = -1
         for child in children:
             if child.height > height:
@@ -55,16 +59,20 @@ class PathRef:
 
 
 class Step:
-    """A signature step, compiled: `kind` (READ, DATA or CALL) with, for READ
-    the path read, for DATA the argument spec and dtype, for CALL the callee
-    and its argument specs (specs hold PathRefs instead of paths)."""
+    """A signature step, compiled: `kind` (READ, DATA, CALL, SHAPE or INDEX) with,
+    for READ the path read, for DATA the argument spec and dtype, for CALL the
+    callee and its argument specs (specs hold PathRefs instead of paths), for
+    SHAPE the path of an array and the dimension (`spec`) whose size is read, for
+    INDEX the path of a number and the own input (`spec`) it indexes."""
     __slots__ = ("kind", "path", "spec", "dtype", "callee", "specs")
 
     def __init__(self, signatures, step):
-        self.kind = {"read": READ, "data": DATA, "call": CALL}[step[0]]
+        self.kind = {"read": READ, "data": DATA, "call": CALL, "shape": SHAPE,
+                     "index": INDEX}[step[0]]
         self.path = self.spec = self.dtype = self.callee = self.specs = None
-        if self.kind == READ:
+        if self.kind in (READ, SHAPE, INDEX):
             self.path = path_ref(signatures.paths, step[1])
+            self.spec = step[2] if self.kind != READ else None
         elif self.kind == DATA:
             self.spec, self.dtype = _compiled(signatures.paths, step[1]), step[2]
         else:
@@ -87,14 +95,14 @@ def _compiled(paths, spec):
         return ("path", path_ref(paths, spec[1]))
     if kind == "sequence":
         return ("sequence", spec[1], tuple(_compiled(paths, item) for item in spec[2]))
-    return spec   # "input", "value"
+    return spec   # "input", "computed", "value"
 
 
 def walk_subtree(signatures, function, args, completed):
     """The Invocation of `function(*args)`; every node under it is appended to
     `completed` callees first (the node itself last). Raises Miss."""
     roots, stack, finders = signatures.roots, [], FINDERS
-    node, memo, arrays, children = roots[function], {}, [], []
+    node, memo, arrays, children, passes = roots[function], {}, [], [], {}
     while True:
         while node.body is None:
             step = node.compiled
@@ -110,27 +118,35 @@ def walk_subtree(signatures, function, args, completed):
                     value = _value(ref, args, memo)
                 finder = finders.get(type(value))
                 found = finder(value) if finder is not None else observe(value)
-                if found[0] == "array":
+                if found[0] in ARRAY_FINDINGS:
                     arrays.append(value)
+            elif kind == SHAPE:
+                found = _value(step.path, args, memo).shape[step.spec]
+            elif kind == INDEX:
+                value = _value(step.path, args, memo)
+                found = type(value)
+                if found is int:
+                    arrays.append(index_position(value, arrays[step.spec]))
             elif kind == DATA:
-                real = _argument(step.spec, args, memo, arrays)
+                real = argument(step.spec, args, memo, arrays, passes, function)
                 found = data_finding(real)
                 arrays.append(np.array(real, dtype=step.dtype))
             else:
                 # Walk the callee first; this node resumes at `node` afterwards.
-                stack.append((node, memo, arrays, children, function, args))
-                args = tuple([_argument(spec, args, memo, arrays) for spec in step.specs])
+                stack.append((node, memo, arrays, children, passes, function, args))
+                args = tuple([argument(spec, args, memo, arrays, passes, function)
+                              for spec in step.specs])
                 function = step.callee
-                node, memo, arrays, children = roots[function], {}, [], []
+                node, memo, arrays, children, passes = roots[function], {}, [], [], {}
                 continue
             node = node.branches.get(found)
             if node is None:
                 raise Miss(function, args)
-        invocation = Invocation(node.body, arrays, children)
+        invocation = Invocation(node.body, arrays, children, passes)
         completed.append(invocation)
         if not stack:
             return invocation
-        node, memo, arrays, children, function, args = stack.pop()
+        node, memo, arrays, children, passes, function, args = stack.pop()
         children.append(invocation)
         node = node.branches.get(invocation.body.output_type)
         if node is None:
@@ -155,14 +171,18 @@ def _value(ref, args, memo):
     return value
 
 
-def _argument(spec, args, memo, arrays):
+def argument(spec, args, memo, arrays, passes, function):
     """The value a recursive call passes (or array data holds), from how the traced
-    call passed it."""
+    call passed it; an array the node computes is a Passed (`passes`: the node's,
+    `function`: its function)."""
     kind = spec[0]
     if kind == "path":
         return _value(spec[1], args, memo)
     if kind == "input":
         return arrays[spec[1]]
+    if kind == "computed":
+        return passed_of(passes, spec, function, arrays)
     if kind == "sequence":
-        return spec[1](_argument(item, args, memo, arrays) for item in spec[2])
+        return spec[1](argument(item, args, memo, arrays, passes, function)
+                       for item in spec[2])
     return spec[1]   # "value"

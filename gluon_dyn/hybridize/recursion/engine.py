@@ -22,7 +22,7 @@ from .unsupported import Unsupported
 from ..python_state import python_state
 from ..speed_check import SpeedCheck
 from ..weak_binding import BlockReference
-from .batched_graph import Arena, BatchedGraph
+from .batched_graph import DOWN, UP, Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
@@ -48,8 +48,8 @@ class RecursionEngine:
         self.entry = self.functions = None
         self._forward = forward
         self.signatures = collections.OrderedDict()   # key -> Signatures
-        self.arenas = {}          # (function, output type) -> Arena
-        self.runners = {}         # Body -> GraphRunner
+        self.arenas = {}          # (function, output type, passes) -> Arena
+        self.runners = {}         # BatchedGraph -> GraphRunner
         self.programs = ProgramCache()
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
@@ -122,7 +122,7 @@ class RecursionEngine:
         takes minutes for a deep tree)."""
         if self.tvm is None or autograd.is_recording():
             return PROGRAM, None
-        runners = [self.runners[body] for body in key]
+        runners = [self.runners[graph] for graph, _ in key]
         if any(runner.plan is None and not runner.plan_failed for runner in runners):
             return GROUPS, None
         if not any(runner.on_tvm for runner in runners):
@@ -181,7 +181,7 @@ class RecursionEngine:
                                   % function, function.location)
             try:
                 body = trace_body(self.block, signatures, self.functions, function, args,
-                                  len(signatures.bodies))
+                                  len(signatures.bodies), function is self.entry)
             except Miss as callee:
                 pending.append((callee.function, callee.args))
                 continue
@@ -197,13 +197,15 @@ class RecursionEngine:
                         "%s returns an array of shape %s: the recursion engine keeps results as "
                         "rows, each with a leading axis of size 1" % (function, shape),
                         function.location)
-        body.graph = BatchedGraph(body, self._arena_for, entry=function is self.entry)
+        body.graph = BatchedGraph(body, UP, self._arena_for)
+        body.down_graph = BatchedGraph(body, DOWN, self._arena_for) if body.down else None
+        for graph in _stages(body):
+            self.runners[graph] = GraphRunner(graph.symbol, graph.inputs, self.tvm,
+                                              graph.symbolic_dims())
         try:
             signatures.add(function, body.signature, body)
         except Inconsistent as error:
             raise Unsupported(str(error), function.location)
-        self.runners[body] = GraphRunner(body.graph.symbol, body.graph.inputs, self.tvm,
-                                         batched=body.graph.batched)
         if len(signatures.bodies) > MAX_BODIES:
             varied, step, count = signatures.most_varied_step()
             raise Unsupported(
@@ -211,10 +213,10 @@ class RecursionEngine:
                 "found %d different things)" % (MAX_BODIES, step_text(varied, step), count),
                 varied.location)
 
-    def _arena_for(self, function, output_type):
-        key = (function, output_type)
+    def _arena_for(self, function, output_type, passes=False):
+        key = (function, output_type, passes)
         if key not in self.arenas:
-            self.arenas[key] = Arena(len(self.arenas), function, output_type)
+            self.arenas[key] = Arena(len(self.arenas), function, output_type, passes)
         return self.arenas[key]
 
     def _zeros_of(self, arena):
@@ -234,8 +236,8 @@ class RecursionEngine:
         nodes it served and the groups (batched calls) it ran, its whole-call
         programs (calls they ran, programs built and kept), under backend="tvm"
         the measured choice between programs and group-by-group TVM plans, and
-        per compiled body its signature, whether it batches, and its calls by
-        backend when it ran group by group."""
+        per compiled body its signature, whether it batches (and its down stage),
+        and its calls by backend when it ran group by group."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
         return {
             "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,
@@ -245,10 +247,25 @@ class RecursionEngine:
             "traces": self.traces, "arrays_differed": self.arrays_differed,
             "tvm_check": self.tvm_check.report() if self.tvm_check else None,
             "programs": self.programs.report(),
-            "bodies": [{"function": str(body.function), "signature": body.describe(),
-                        "returns": str(body.output_type),
-                        "batched": True if body.graph.batched else body.graph.not_batched,
-                        "calls": dict(self.runners[body].calls),
-                        "tvm": self.runners[body].plan.report() if self.runners[body].plan
-                        else None}
-                       for body in bodies]}
+            "bodies": [self._body_report(body) for body in bodies]}
+
+    def _body_report(self, body):
+        """A body's signature, whether each stage batches (a down stage when calls
+        receive arrays it computes), its calls by backend when run group by group."""
+        calls = collections.Counter()
+        for graph in _stages(body):
+            calls.update(self.runners[graph].calls)
+        runner = self.runners[body.graph]
+        down = body.down_graph
+        return {"function": str(body.function), "signature": body.describe(),
+                "returns": str(body.output_type),
+                "batched": True if body.graph.batched else body.graph.not_batched,
+                "down": None if down is None else {
+                    "passes": len(body.down.outputs),
+                    "batched": True if down.batched else down.not_batched},
+                "calls": {backend: calls[backend] for backend in ("mxnet", "tvm")},
+                "tvm": runner.plan.report() if runner.plan else None}
+
+
+def _stages(body):
+    return [body.graph] + ([body.down_graph] if body.down_graph is not None else [])

@@ -13,23 +13,29 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
-from .batched_graph import ArenaInput, OwnInput, RowsInput
+from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput
+from .body import WHOLE
 from .call_program import ArenaStart, GroupOwn, GroupRows
+from .passes import Passed
+from .schedule import distinct_arrays
 
-_INT32 = mx.ndarray.ndarray._DTYPE_NP_TO_MX[np.int32]
+_MX_DTYPES = mx.ndarray.ndarray._DTYPE_NP_TO_MX
 
 
 class GraphRunner:
     """Calls one graph (`symbol` with its `inputs`, as BatchedGraph and
-    CallProgram give them); counts its calls and where they ran. `batched`: its
-    numbers of nodes differ between calls (symbolic in a TVM plan). With
-    `static_shape` (inputs whose shapes mostly repeat) MXNet runs inference as
-    a few bulked engine operations instead of pushing each operator."""
+    CallProgram give them); counts its calls and where they ran. `dims`: the
+    input dims that differ between calls (symbolic in a TVM plan,
+    BatchedGraph.symbolic_dims). With `static_shape` (inputs whose shapes mostly
+    repeat) MXNet runs inference as a few bulked engine operations instead of
+    pushing each operator."""
 
-    def __init__(self, symbol, inputs, tvm, batched=False, static_shape=False):
-        self.symbol, self.inputs, self.tvm, self.batched = symbol, inputs, tvm, batched
-        self._inference = mx.nd.CachedOp(symbol, flags=[("static_alloc", True),
-                                                        ("static_shape", static_shape)])
+    def __init__(self, symbol, inputs, tvm, dims=None, static_shape=False):
+        self.symbol, self.inputs, self.tvm, self.dims = symbol, inputs, tvm, dims or {}
+        # MXNet makes no CachedOp of a graph without inputs (constants): evaluated.
+        self._inference = mx.nd.CachedOp(symbol, flags=[
+            ("static_alloc", True), ("static_shape", static_shape)]) if inputs else _Constants(
+                symbol)
         self._recording = None
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
         self.plan_failed = False
@@ -37,12 +43,12 @@ class GraphRunner:
         self.calls = {"mxnet": 0, "tvm": 0}
 
     def __call__(self, values):
-        if autograd.is_recording():
+        if autograd.is_recording() and values:
             if self._recording is None:
                 self._recording = mx.nd.CachedOp(self.symbol)
             return self._mxnet(self._recording, values)
         if self.tvm is not None and self.plan is None and not self.plan_failed:
-            self.plan = self.tvm.symbolic_plan(self.symbol, values, self._symbolic_dims())
+            self.plan = self.tvm.symbolic_plan(self.symbol, values, self.dims)
             self.plan_failed = self.plan is None
             self.on_tvm = self.plan is not None and not self.plan.uses_whole_graph and any(
                 step.backend == "tvm" for step in self.plan.steps)
@@ -56,46 +62,55 @@ class GraphRunner:
         results = op(*values)
         return list(results) if isinstance(results, (list, tuple)) else [results]
 
-    def _symbolic_dims(self):
-        """The input dims that differ between calls: numbers of rows (and of nodes)."""
-        dims = {}
-        for name, source in zip(self.symbol.list_inputs(), self.inputs):
-            kind = type(source)
-            if kind is ArenaInput:
-                dims[name] = {0: "arena%d_rows" % source.arena.number}
-            elif self.batched and kind is RowsInput:
-                dims[name] = {1: "nodes"}
-            elif self.batched and kind is OwnInput:
-                dims[name] = {0: "nodes"}
-        return dims
+class _Constants:
+    """Runs a graph without inputs (what it computes has no gradient)."""
+
+    def __init__(self, symbol):
+        self.symbol = symbol
+
+    def __call__(self):
+        with autograd.pause():
+            return self.symbol.eval(ctx=mx.context.current_context())
 
 
 def index_array(indices):
-    """The call's row indices (np.int32) as an NDArray, made through the C API
-    (mx.nd.array costs five times more: it is called on every call)."""
-    if not indices.size:
-        return None
+    """The call's row indices (np.int32) as an NDArray (host_array)."""
+    return host_array(indices) if indices.size else None
+
+
+def host_array(values):
+    """`values` (a numpy array, made for this call) as a new NDArray, made through
+    the C API. On the CPU the values are written straight into its memory:
+    mx.nd.array and MXNet's other copies from numpy wait for the engine to finish
+    the operators already queued (a group's graph, say), and nothing can use the
+    new array before it is returned."""
+    values = np.ascontiguousarray(values)
     context = mx.context.current_context()
     handle = NDArrayHandle()
-    check_call(_LIB.MXNDArrayCreateEx((ctypes.c_uint * 1)(indices.size), 1,
-                                      context.device_typeid, context.device_id, 0,
-                                      _INT32, ctypes.byref(handle)))
+    check_call(_LIB.MXNDArrayCreateEx(
+        (ctypes.c_uint * values.ndim)(*values.shape), values.ndim, context.device_typeid,
+        context.device_id, 0, _MX_DTYPES[values.dtype.type], ctypes.byref(handle)))
     array = mx.nd.NDArray(handle)
-    check_call(_LIB.MXNDArraySyncCopyFromCPU(handle, indices.ctypes.data_as(ctypes.c_void_p),
-                                             ctypes.c_size_t(indices.size)))
+    if context.device_type == "cpu":
+        memory = ctypes.c_void_p()
+        check_call(_LIB.MXNDArrayGetData(handle, ctypes.byref(memory)))
+        ctypes.memmove(memory, values.ctypes.data, values.nbytes)
+    else:
+        check_call(_LIB.MXNDArraySyncCopyFromCPU(handle, values.ctypes.data_as(ctypes.c_void_p),
+                                                 ctypes.c_size_t(values.size)))
     return array
 
 
 def _rows(index, group):
-    """The (calls, nodes) matrix of a group's callee rows: a view into the call's
-    index array (made through the C API: the Python slicing and reshaping cost
-    ten times more, per group of every call)."""
+    """The (blocks, nodes) matrix of the row indices a group reads: a view into the
+    call's index array (made through the C API: the Python slicing and reshaping
+    cost ten times more, per group of every call)."""
     part, view = NDArrayHandle(), NDArrayHandle()
     check_call(_LIB.MXNDArraySlice(index.handle, group.start, group.start + group.size,
                                    ctypes.byref(part)))
     try:
         check_call(_LIB.MXNDArrayReshape64(part, 2, (ctypes.c_int64 * 2)(
-            group.calls, group.capacity), False, ctypes.byref(view)))
+            group.blocks, group.capacity), False, ctypes.byref(view)))
     finally:
         check_call(_LIB.MXNDArrayFree(part))
     return mx.nd.NDArray(view)
@@ -106,17 +121,48 @@ class ArraysDiffer(Exception):
     (the compiled walk took it to be, unchecked): the call is walked again."""
 
 
-def stacked_own(group, index):
+def own_value(group, index, shared):
+    """The group's own input number `index`: an array the body reads whole (an
+    array of the Python data, or `shared`[k], the entry's down output k), those
+    of its nodes one after the other where it only picks their rows; else the
+    nodes' rows stacked (stacked_own), an index into such an array moved to the
+    rows of its node's array."""
+    body = group.body
+    if body.kinds[index] == WHOLE:
+        values = [shared[value.index] if isinstance(value, Passed) else value
+                  for value in distinct_arrays(group.invocations, index)]
+        return values[0] if len(values) == 1 else mx.nd.concat(*values, dim=0)
+    target = body.index_inputs.get(index)
+    if target is not None and target in group.graph.gathered:
+        return stacked_own(group, index, _starts(group, target))
+    return stacked_own(group, index)
+
+
+def _starts(group, target):
+    """Per row of the group, where its node's array of own input `target` starts
+    among the group's arrays one after the other (own_value)."""
+    start, starts = 0, {}
+    for value in distinct_arrays(group.invocations, target):
+        starts[id(value)] = start
+        start += value.shape[0]
+    rows = [starts[id(invocation.arrays[target])] for invocation in group.invocations]
+    rows += rows[:1] * (group.capacity - len(rows))
+    return np.array(rows, dtype=np.int64)
+
+
+def stacked_own(group, index, starts=None):
     """The group's own arrays number `index` (or numpy data, from numbers of the
-    structure) along axis 0, the first node's again on the rows past its nodes
-    (its capacity), checked against the body's input: each node's array has the
-    body's shape and dtype, whose leading axis is 1 when the group has several
-    rows, exactly when the stacked array has the shape of that many rows (concat
-    refuses inputs whose other axes, rank or dtype differ)."""
+    structure, plus `starts` if given) along axis 0, the first node's again on
+    the rows past its nodes (its capacity), checked against the body's input:
+    each node's array has the body's shape and dtype, whose leading axis is 1
+    when the group has several rows, exactly when the stacked array has the
+    shape of that many rows (concat refuses inputs whose other axes, rank or
+    dtype differ)."""
     arrays = [invocation.arrays[index] for invocation in group.invocations]
     arrays += arrays[:1] * (group.capacity - len(arrays))
     if isinstance(arrays[0], np.ndarray):
-        return mx.nd.array(np.concatenate(arrays), dtype=arrays[0].dtype)
+        data = np.concatenate(arrays)
+        return host_array(data if starts is None else data + starts)
     body = group.body
     shape = body.shapes[body.own_inputs[index]]
     try:
@@ -139,7 +185,7 @@ def run_program(runner, schedule, zeros_of):
         if kind is GroupRows:
             values.append(_rows(index, groups[source.group]))
         elif kind is GroupOwn:
-            values.append(stacked_own(groups[source.group], source.index))
+            values.append(own_value(groups[source.group], source.index, None))
         elif kind is ArenaStart:
             values.append(zeros_of(source.arena)[source.index])
         else:
@@ -149,24 +195,29 @@ def run_program(runner, schedule, zeros_of):
 
 def run_groups(schedule, zeros_of, runner_of):
     """Runs the schedule group by group; returns the entry's outputs.
-    `runner_of(body)` gives the GraphRunner of a body's BatchedGraph."""
-    arenas, index = {}, index_array(schedule.indices)
+    `runner_of(graph)` gives the GraphRunner of a BatchedGraph."""
+    arenas, shared, index = {}, None, index_array(schedule.indices)
     for group in schedule.groups:
-        graph = group.body.graph
+        graph = group.graph
         values = []
         for source in graph.inputs:
             kind = type(source)
             if kind is ArenaInput:
                 if source.arena not in arenas:
-                    arenas[source.arena] = zeros_of(source.arena)
+                    arenas[source.arena] = list(zeros_of(source.arena))
                 values.append(arenas[source.arena][source.index])
             elif kind is RowsInput:
                 values.append(_rows(index, group))
             elif kind is OwnInput:
-                values.append(stacked_own(group, source.index))
+                values.append(own_value(group, source.index, shared))
+            elif kind is SharedInput:
+                values.append(shared[source.index])
             else:
                 values.append(source.value(None, None))
-        results = runner_of(group.body)(values)
-        if graph.appends_to is not None:
-            arenas[graph.appends_to] = results
+        results = runner_of(graph)(values)
+        if graph.writes is not None:
+            for (arena, k), value in zip(graph.writes, results):
+                arenas.setdefault(arena, list(zeros_of(arena)))[k] = value
+        elif graph.stage == DOWN:
+            shared = results      # the entry's down stage: arrays every node may read
     return results

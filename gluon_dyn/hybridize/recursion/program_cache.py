@@ -75,7 +75,7 @@ class Program:
 
     def __init__(self, built):
         self.runner = GraphRunner(built.symbol, built.inputs, None, static_shape=True)
-        self._capacities = [0] * len(built.bodies)
+        self._capacities = [0] * len(built.key)
 
     def capacities(self, plan):
         """The rows of each group of `plan` (inference), grown to its widths; or

@@ -10,19 +10,26 @@ attribute: PyGetAttrOp). Arrays read become the body's inputs.
 
 A number (int or float) enters the signature only when the body uses its value
 (branches on it, builds a shape or a constant from it); a number that only
-becomes array data (`mx.nd.array([tree.label])`) is an input like an array, so
-labels and per-node ids do not multiply the bodies.
+becomes array data (`mx.nd.array([tree.label])`) or indexes arrays
+(`x[tree.idx]`, JANUS makes such values tensors too) is an input like an array,
+so labels, per-node ids and positions in the sentence do not multiply the bodies.
+Arrays a caller computed and passed down (passes.py) are read as inputs too.
 """
 import inspect
 import operator
+import types
 
 import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+from ..operators.subscripts import get_item
+from .passes import Passed
 from .unsupported import Unsupported
 
-OBSERVED_TYPES = (bool, str, bytes, type(None), np.generic)   # keyed by value when read
+# Keyed by value when read; modules and functions (`F` passed as `mx.nd`) by identity.
+OBSERVED_TYPES = (bool, str, bytes, type(None), np.generic, types.ModuleType,
+                  types.FunctionType)
 NUMBER_TYPES = (int, float)                                   # keyed by value when used
 
 
@@ -50,7 +57,13 @@ def _finder(value):
     up by type once)."""
     kind = type(value)
     if isinstance(value, mx.nd.NDArray):
-        return lambda array: ("array", array.shape, array.dtype)
+        # An array with a leading axis of 1 is a row (stacked over a group of nodes:
+        # its shape fixed); any other is read whole, its sizes noted only where the
+        # body reads them (Recorder.note_shape_read).
+        return lambda array: ("array", array.shape, array.dtype) if array.shape[:1] == (1,) \
+            else ("whole", len(array.shape), array.dtype)
+    if isinstance(value, Passed):
+        return Passed.finding
     if isinstance(value, OBSERVED_TYPES + NUMBER_TYPES):
         return lambda python_value: ("value", kind, python_value)
     if isinstance(value, (list, tuple)):
@@ -138,6 +151,13 @@ class Recorder:
         self.data_inputs = set()   # names of the inputs made from numbers
         self._memo = {}     # path -> what the body got (a proxy, a value, a variable)
         self._real = {}     # path -> the real value
+        # (path, own input index) -> the input of an int of the structure indexing
+        # that input, an array read whole
+        self._indices = {}
+        # Input name -> (path, dimensions noted) of the arrays read whole, whose
+        # sizes the signature holds only where the body reads them.
+        self.whole = {}
+        self.index_inputs = {}   # own input index -> the own input it indexes
 
     def read(self, path, produce):
         if path not in self._memo:
@@ -158,6 +178,22 @@ class Recorder:
         """A number read at `path` is used as a value: its value joins the signature."""
         self.steps.append((("read", path), observe(value)))
 
+    def note_shape_read(self, name, dims):
+        """The body read dimensions `dims` of input `name`'s shape: for an array
+        read whole, each joins the signature (its size, as a "shape" step)."""
+        if name not in self.whole:
+            return
+        path, noted = self.whole[name]
+        for dim in sorted(set(dims) - noted):
+            noted.add(dim)
+            self.steps.append((("shape", path, dim), self._real[path].shape[dim]))
+
+    def open_dims(self):
+        """(input name, dimension) of the sizes of arrays read whole that the
+        signature does not hold."""
+        return [(name, dim) for name, (path, noted) in self.whole.items()
+                for dim in range(len(self._real[path].shape)) if dim not in noted]
+
     def data(self, template, real, dtype):
         """An input holding numbers of the structure (`mx.nd.array([tree.label])`)."""
         values = np.array(real, dtype=dtype)
@@ -167,6 +203,37 @@ class Recorder:
         self.arrays.append((variable, values))
         return variable
 
+    def indexed(self, target, key):
+        """`target[key]` for `target` an array read whole (the sentence) and a key
+        whose first part is a number of the structure used for nothing else so far
+        (`x[tree.idx]`): the row an int picks, by an int64 input per node holding
+        its position (checked and made non-negative as the nodes are matched:
+        index_position), so that nodes differing in it share a body. None for
+        other keys (and, after the "index" step, for numbers that are not ints)."""
+        parts = key if isinstance(key, tuple) else (key,)
+        first = parts[0]
+        if type(first) is not NumberProxy or _part(first, "_used"):
+            return None
+        target_index = next((index for index, (variable, _) in enumerate(self.arrays)
+                             if variable is target and variable.name in self.whole), None)
+        if target_index is None:
+            return None
+        path, value = _part(first, "_path"), _part(first, "_value")
+        if (path, target_index) not in self._indices:
+            self.steps.append((("index", path, target_index), type(value)))
+            if type(value) is not int:
+                return None
+            variable = self._input((1,))
+            self.data_inputs.add(variable.name)
+            self.index_inputs[len(self.arrays)] = target_index
+            self.arrays.append((variable, index_position(value, self.arrays[target_index][1])))
+            self._indices[(path, target_index)] = variable
+        if type(value) is not int:
+            return None
+        row = mx.sym.squeeze(mx.sym.take(target, self._indices[(path, target_index)], axis=0),
+                             axis=0)
+        return get_item(row, parts[1:]) if len(parts) > 1 else row
+
     def _input(self, shape):
         name = "%s_in%d" % (self.prefix, len(self.arrays))
         self.trace.shapes[name] = shape
@@ -174,9 +241,11 @@ class Recorder:
 
     def _wrap(self, path, value, finding):
         kind = finding[0]
-        if kind == "array":
+        if kind in ("array", "whole", "passed"):
             variable = self._input(value.shape)
             self.arrays.append((variable, value))
+            if kind == "whole" or kind == "passed" and value.shared:
+                self.whole[variable.name] = (path, set())
             return variable
         if kind in ("value", "raises"):
             return value
@@ -195,6 +264,15 @@ class Recorder:
 
     def real(self, path):
         return self._real[path]
+
+
+def index_position(value, target):
+    """The (1,) int64 position of row `value` of `target` (an array, or a Passed),
+    counted from the end if negative; IndexError as NDArray raises, out of range."""
+    length = target.shape[0]
+    if not -length <= value < length:
+        raise IndexError("index %d is out of bounds for axis 0 with size %d" % (value, length))
+    return np.array([value + length if value < 0 else value], dtype=np.int64)
 
 
 def _part(value, name):
@@ -317,7 +395,13 @@ class SequenceProxy(Proxy):
         return other + type(_part(self, "_value"))(self)
 
     def __getattr__(self, name):
-        _refuse("calls %s.%s on" % (type(_part(self, "_value")).__name__, name))(self)
+        value = _part(self, "_value")
+        # An attribute a value without instance attributes (a tuple, a list) lacks
+        # (`hasattr(node, "_fields")`, a named-tuple check) is missing for every value
+        # of the signature, which holds the type.
+        if not hasattr(value, "__dict__") and not hasattr(value, name):
+            raise AttributeError("%r object has no attribute %r" % (type(value).__name__, name))
+        _refuse("calls %s.%s on" % (type(value).__name__, name))(self)
 
 
 class DictProxy(Proxy):
