@@ -6,7 +6,7 @@ Variants (benchmarks/harness.py: outputs checked against the imperative run,
 fresh inputs, warm-up, interleaved, medians):
 - imperative: a plain Block looping over the cell in Python;
 - dynamic:    the same Block, hybridize(dynamic=True) (recorded, the loop runs as MXNet's
-              fused RNN operator: gluon_dyn/hybridize/fused_cells.py);
+              fused RNN operator: gluon_dyn/hybridize/passes/fused_cells.py);
 - own cell (--train): the same Block over a subclass of the cell, which computes the same
               but is not run as the fused operator: the loop stays unrolled (its weight
               gradients stacked: stacked_weight_gradients.py);

@@ -29,7 +29,7 @@ from corpus.floors import misses  # noqa: E402
 from corpus.program import SEED, seeded  # noqa: E402
 from dynamic_twins import twins  # noqa: E402
 
-from gluon_dyn.hybridize import speed_check  # noqa: E402
+from gluon_dyn.hybridize.timing import speed_check  # noqa: E402
 
 WARMUP, REPEATS = 20, 10
 DOCS = os.path.join(harness.REPO, "docs")

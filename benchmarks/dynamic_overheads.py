@@ -46,7 +46,7 @@ import mxnet as mx
 from mxnet import gluon
 
 import gluon_dyn
-from gluon_dyn.hybridize.dynamic import runner_of
+from gluon_dyn.hybridize.call.dynamic import runner_of
 from partitioned import BATCH, FEATURES, STEPS, ReadingRNN
 
 sys.path.insert(0, os.path.join(harness.REPO, "tests"))

@@ -3,7 +3,7 @@
 - masked head: a plain Block scores rows (3 Dense layers), keeps the rows whose score passes
   a threshold (boolean_mask: the kept count depends on the data), runs a head (3 Dense
   layers) on the kept rows and branches on the result; the batch size changes every call
-  (16 to 64 rows). The graph runs cut around the mask (gluon_dyn/hybridize/cut_graph.py):
+  (16 to 64 rows). The graph runs cut around the mask (gluon_dyn/hybridize/partition/cut_graph.py):
   static parts with planned memory, the mask alone, the branch by Python; under
   backend="tvm" the static parts are TVM segments with the batch and the kept rows symbolic.
 - rnn with a host read: a plain Block runs an LSTMCell over 20 steps, reads a value into

@@ -10,10 +10,12 @@ others skip it (or raise while the rest wait in the next allreduce).
 
 With gluon_dyn imported, the workers first agree on which gradients are fresh
 (one allreduce of a flag per parameter), then:
+
 - a parameter fresh on some worker is averaged with a zero contribution from
   the workers whose path did not use it, and is fresh on every worker;
 - a parameter fresh on none is not touched: it stays stale everywhere, so every
   worker skips it or every worker raises MXNet's error.
+
 The step is then the step of one process that ran each worker's part of the
 batch as its own forward and backward with gradients added
 (`grad_req='add'`). The patch applies when `horovod.mxnet` is imported, before

@@ -24,7 +24,7 @@ LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)),
 ASSERT_OP = "gluon_dyn_assert"
 GRAD_TIE_OP = "gluon_dyn_grad_tie"
 # SliceChannel copying each part a contiguous run at a time (graphs MXNet runs only:
-# hybridize/equivalent_ops.py).
+# hybridize/passes/equivalent_ops.py).
 SPLIT_OP = "gluon_dyn_split"
 # Concat the same way (_rnn_param_concat of a fused RNN's weights, equivalent_ops.py).
 CONCAT_OP = "gluon_dyn_concat"

@@ -3,7 +3,7 @@ per process by `import gluon_dyn` (re-importing changes nothing).
 
 MXNet Gluon:
 - `Block.hybridize`, `HybridBlock.hybridize`: take `dynamic=True` and the options
-  of the dynamic mode (hybridize/dynamic.py); without it they are MXNet's own.
+  of the dynamic mode (hybridize/call/dynamic.py); without it they are MXNet's own.
 - `HybridBlock.export`, and `Block.export` (MXNet has none): a block hybridized
   with dynamic=True exports its general graph, taking `max_iterations`; other
   HybridBlocks keep MXNet's export without gluon_dyn's training-only nodes, so
@@ -11,38 +11,38 @@ MXNet Gluon:
 - a block hybridized with dynamic=True, and its descendants: Gluon's name scope
   (`block._scope`) refers to the block weakly, so that the block and its graphs are
   freed when the last reference goes, not when the cyclic collector runs
-  (hybridize/weak_binding.py).
+  (hybridize/capturing/weak_binding.py).
 - `Block.__setattr__`, `__delattr__`, `register_child` (and HybridBlock's): count
   changes to blocks, so that the Python state a call is keyed on is walked again
-  only after one (hybridize/python_state.py).
+  only after one (hybridize/capturing/python_state.py).
 - `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
   the input shapes are first known, naming the cond's file:line (block_checks.py).
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
   shapes and detaches state; while a forward is traced on Symbols these answer as
-  NDArrays would (hybridize/tracing.py). Outside a trace `shape` raises as before.
+  NDArrays would (hybridize/capturing/tracing.py). Outside a trace `shape` raises as before.
 - `Symbol.T`, `dtype`, `size`, `context`, `ctx`, `stype`, `writable`, `grad`,
   `as_in_context`, `as_in_ctx`, `copy`, `copyto`, `astype`, `reshape`,
   `broadcast_to`, `broadcast_like`, `slice_assign`, `slice_assign_scalar`,
   `attach_grad`, `backward`: while a forward is traced, NDArray's meaning (or a
   refusal naming the line); outside a trace, Symbol's own
-  (hybridize/operators/attributes.py).
+  (hybridize/conversion/operators/attributes.py).
 - `Parameter.data`: while a forward is traced, a parameter of the block traced is
-  its graph input, as for a HybridBlock (hybridize/operators/attributes.py).
+  its graph input, as for a HybridBlock (hybridize/conversion/operators/attributes.py).
 - `mxnet.symbol.register._symbol_creator`, which every `mx.sym` operator calls:
   inside an autograd scope a traced forward enters (`autograd.pause()`,
   `predict_mode()`, ...), operators are made to run in the scope's training mode,
   and those made while autograd does not record pass no gradient on
-  (hybridize/operators/context_managers.py).
+  (hybridize/conversion/operators/context_managers.py).
 - `autograd.backward`, `NDArray.backward`: afterwards, parameters that graphs read
   only on paths that did not run are marked stale, as imperative MXNet leaves them
-  (hybridize/stale_gradients.py), so `Trainer.step` skips them or raises; and while
+  (hybridize/call/stale_gradients.py), so `Trainer.step` skips them or raises; and while
   a recorded call the speed check timed awaits its backward, the backward is timed
-  to completion (hybridize/backward_timing.py).
+  to completion (hybridize/passes/backward_timing.py).
 - `Symbol.asscalar`, `asnumpy`, `wait_to_read`, `__float__`, `__int__`, `__index__`,
   `__bool__`, and the np symbol's `item`, `tolist` (MXNet's numpy interface): while
   tracing, a host read names itself and its line and the forward runs as Python
   (but `asscalar` of a float32 element, which the graph keeps as a number:
-  hybridize/host_values.py); outside a trace they do what they did
+  hybridize/capturing/host_values.py); outside a trace they do what they did
   (tracing.HOST_READS, NUMPY_HOST_READS).
 - `Symbol.simple_bind`, and so the Module API: a graph holding `_cond` or
   `_while_loop`, whose shapes MXNet learns only as it runs and whose simple_bind
@@ -54,11 +54,11 @@ MXNet Gluon:
 
 malt (diastatic-malt, AutoGraph's standalone fork):
 - its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
-  replaced by gluon_dyn's (hybridize/operators/), which build graph operators for
+  replaced by gluon_dyn's (hybridize/conversion/operators/), which build graph operators for
   tensor predicates and keep Python semantics otherwise;
 - its conversion rules leave MXNet and gluon_dyn unconverted, and its module-level
   transpiler, which converts callees recursively, becomes gluon_dyn's
-  (hybridize/transpiler.py: malt's transformations plus gluon_dyn's own);
+  (hybridize/conversion/transpiler.py: malt's transformations plus gluon_dyn's own);
 - its verbosity (AUTOGRAPH_VERBOSITY) is read once, not from the environment at
   every call converted code makes (twice a call: a tenth of a profiling call's time).
 
@@ -82,9 +82,11 @@ from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer, threads
 from .ops import symbol_api
-from .hybridize import (backward_timing, dynamic, host_values, operators, python_state,
-                        stale_gradients, tracing, transpiler)
-from .hybridize.operators import attributes, context_managers
+from .hybridize.passes import backward_timing
+from .hybridize.call import dynamic, stale_gradients
+from .hybridize.capturing import host_values, python_state, tracing
+from .hybridize.conversion import operators, transpiler
+from .hybridize.conversion.operators import attributes, context_managers
 
 _APPLIED = "__gluon_dyn_patched__"
 

@@ -18,7 +18,7 @@ from mxnet import autograd, gluon
 
 import gluon_dyn  # noqa: F401  (loads the C++ library, registers the ops)
 from gluon_dyn import machine_load
-from gluon_dyn.hybridize import speed_check
+from gluon_dyn.hybridize.timing import speed_check
 
 RTOL = ATOL = 1e-5
 

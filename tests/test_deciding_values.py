@@ -12,7 +12,7 @@ import mxnet as mx
 import pytest
 
 from gluon_dyn import graph_json
-from gluon_dyn.hybridize import equivalent_ops
+from gluon_dyn.hybridize.passes import equivalent_ops
 
 
 def ops_after_rewrite(build):

@@ -1,5 +1,5 @@
 """Loops over Gluon's RNN, GRU and LSTM cells run as MXNet's fused RNN operator when
-recorded (gluon_dyn/hybridize/fused_cells.py), and for inference where that form
+recorded (gluon_dyn/hybridize/passes/fused_cells.py), and for inference where that form
 measures faster than the unrolled one (graph_choice.py).
 
 Each model runs imperatively and through hybridize(dynamic=True) on the same
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from gluon_dyn.hybridize import fused_cells, graph_choice
-from gluon_dyn.hybridize.dynamic import report, runner_of
+from gluon_dyn.hybridize.passes import fused_cells
+from gluon_dyn.hybridize.timing import graph_choice
+from gluon_dyn.hybridize.call.dynamic import report, runner_of
 from test_planned_backward import twin_blocks
 from test_row_projections import CELLS as OWN_CELLS
 from test_row_projections import products

@@ -8,7 +8,7 @@ import pytest
 
 from fuzzing import differential, programs
 from fuzzing.programs import Program
-from gluon_dyn.hybridize import speed_check
+from gluon_dyn.hybridize.timing import speed_check
 
 
 def test_programs_are_reproducible_valid_python():
@@ -54,7 +54,7 @@ REGRESSIONS = {
             ("assign", "v1", "v0", "v1", 0, -0.6, "d0")])])]), 53),
     # MXNet 1.9.1's CachedOp with static_alloc computes wrong input gradients for
     # this graph (plain MXNet hybridize(static_alloc=True) too): a tanh read 9 times,
-    # once by a mean (gluon_dyn/hybridize/gradient_sums.py).
+    # once by a mean (gluon_dyn/hybridize/passes/gradient_sums.py).
     "static_alloc backward": (Program(False, [
         ("for_rows", "v1", "v2", [("assign", "v1", "v2", "v1", 4, 0.96, "d0")]),
         ("assign", "v0", "v2", "v2", 4, -0.02, "d0")]), 270730103),
@@ -87,6 +87,11 @@ def test_regression(name):
 # unknown) were stacked as if their shapes were known, the products of one layer
 # (one node name) sharing one shape looked up by name ("Incompatible attr in node
 # ..._with_step_gradient": stacked_weight_gradients.py, graph_json.output_shapes).
+# program_750887478_256546479: a variable one branch of a tensor `if` leaves
+# unassigned, named live after it by malt but never read unassigned, raised
+# ControlFlowError (the `if` now runs as Python). program_92282282_123314837_breaks:
+# the graph part before a graph break handed on a variable the break assigns first,
+# unassigned where a tensor `if` had not set it (UnboundLocalError).
 FUZZER_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing", "regressions")
 
 

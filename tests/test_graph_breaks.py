@@ -178,3 +178,33 @@ def test_a_variable_the_python_part_left_unassigned_raises_as_python_does():
     for block in (imperative, dynamic):
         with pytest.raises(UnboundLocalError, match="'row'"):
             block(nd([[0.0]]))
+
+
+class ReassignedAfterABranch(gluon.Block):
+    """`pick` is set only in one branch of a tensor `if`, then set again by the
+    breaking statement: the graph part before the break must not hand it on (it may
+    be unassigned there), whichever way the branch goes."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def forward(self, x):
+        h = self.dense(x)
+        if mx.nd.sum(h) > 0:
+            pick = 1
+            h = h * 2
+        pick = 3 if h.sum().asscalar() > 0 else 0      # a host read deciding in Python
+        return h[:, pick] + h.sum()
+
+
+def test_a_variable_the_break_assigns_first_is_not_handed_on():
+    imperative, dynamic = twins(ReassignedAfterABranch)
+    rng = np.random.RandomState(3)
+    for call in range(8):
+        x = nd(rng.randn(2, 4) * (1 if call % 3 else -4))
+        assert_same(run(dynamic, x), run(imperative, x))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None and report["calls"]["by_kind"]["segments"] >= 3
+

@@ -8,7 +8,7 @@ import pytest
 from mxnet import autograd
 
 import gluon_dyn
-from gluon_dyn.hybridize.cache_key import MAX_GRAPHS
+from gluon_dyn.hybridize.call.cache_key import MAX_GRAPHS
 from storm_programs import (STORMS, AlternatingBranch, ChangingPythonValue, ChangingShapeRead,
                             ChangingShapeUnread, ChangingTripCount)
 

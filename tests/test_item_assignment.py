@@ -14,7 +14,7 @@ import pytest
 from mxnet import gluon, nd
 
 import gluon_dyn
-from gluon_dyn.hybridize import transpiler
+from gluon_dyn.hybridize.conversion import transpiler
 from idiom_twins import on_graphs, same_as_written
 
 RNG = np.random.RandomState(5)
@@ -277,7 +277,7 @@ def test_the_converter_rebinds_the_name_assigned_into():
 
 
 def test_the_alias_analysis_names_what_else_may_hold_the_array():
-    from gluon_dyn.hybridize.converters import item_assignment
+    from gluon_dyn.hybridize.conversion.converters import item_assignment
     import ast
     tree = ast.parse("def f(a, b):\n"
                      "    c = nd.zeros((2,))\n"

@@ -328,7 +328,7 @@ def test_on_tvm_a_mask_that_keeps_no_rows_fails_as_imperatively_from_the_users_l
 def test_a_cut_graph_matches_one_cachedop_of_it_whatever_its_parts_read():
     """Parts that read nothing (constants), a cond of which only some outputs are read
     after it (in another order), masks: the cut graph's outputs are the graph's."""
-    from gluon_dyn.hybridize.cut_graph import CutGraph
+    from gluon_dyn.hybridize.partition.cut_graph import CutGraph
     x = mx.sym.var("x")
     kept = mx.sym.contrib.boolean_mask(x, mx.sym.sum(x, axis=1) > 0)
     first, unused, last = mx.sym.contrib.cond(

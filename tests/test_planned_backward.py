@@ -2,7 +2,7 @@
 
 MXNet's static_alloc backward sums the gradients of a node output read 8 or more
 times in place, and `_backward_mean` then divides the summands written before it
-(gluon_dyn/hybridize/gradient_sums.py). These tests show the bug with plain MXNet,
+(gluon_dyn/hybridize/passes/gradient_sums.py). These tests show the bug with plain MXNet,
 check the detector and the rewrite that avoids it, and check that recorded runs of
 hybridize(dynamic=True), which now plan their memory, agree with imperative runs.
 """
@@ -13,7 +13,8 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from fuzzing import differential
-from gluon_dyn.hybridize import executor, gradient_sums
+from gluon_dyn.hybridize.call import executor
+from gluon_dyn.hybridize.passes import gradient_sums
 from test_generated_programs import REGRESSIONS
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)

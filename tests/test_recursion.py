@@ -443,8 +443,8 @@ def test_two_recorded_calls_then_one_backward():
 @pytest.mark.parametrize("faster", ["program", "groups"])
 def test_tvm_inference_runs_as_program_or_group_by_group_as_measured(tmp_path, monkeypatch,
                                                                       faster):
-    from gluon_dyn.hybridize import speed_check
-    from gluon_dyn.hybridize.dynamic import runner_of
+    from gluon_dyn.hybridize.timing import speed_check
+    from gluon_dyn.hybridize.call.dynamic import runner_of
     imperative, dynamic = pair(programs.MinibatchTreeLSTM, backend="tvm", backend_options={
         "cache_dir": str(tmp_path), "choose_by_measurement": False})
     batches = [trees(500 + call, 3, leaves=(2, 6)) for call in range(60)]

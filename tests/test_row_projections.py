@@ -1,4 +1,4 @@
-"""Per-row projections made one (gluon_dyn/hybridize/row_projections.py): a Python
+"""Per-row projections made one (gluon_dyn/hybridize/passes/row_projections.py): a Python
 loop over a sequence's rows into a cell whose input product is the same for every
 row runs one product over the whole sequence. Each model runs imperatively and
 through hybridize(dynamic=True) on the same parameters; outputs, the input's
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from mxnet import autograd, gluon
 
-from gluon_dyn.hybridize import row_projections
-from gluon_dyn.hybridize.dynamic import report, runner_of
+from gluon_dyn.hybridize.passes import row_projections
+from gluon_dyn.hybridize.call.dynamic import report, runner_of
 from test_planned_backward import twin_blocks
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)

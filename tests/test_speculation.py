@@ -8,7 +8,7 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from conftest import graph_ops, nd
-from gluon_dyn.hybridize.dynamic import runner_of
+from gluon_dyn.hybridize.call.dynamic import runner_of
 
 
 class Speculative(gluon.Block):

@@ -7,7 +7,7 @@ import mxnet as mx
 import numpy as np
 
 import gluon_dyn
-from gluon_dyn.hybridize import speed_check
+from gluon_dyn.hybridize.timing import speed_check
 from gluon_dyn.measure import MIN_SAMPLES
 from storm_programs import AlternatingBranch
 from test_planned_backward import twin_blocks
@@ -80,12 +80,12 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
     gradients to the end of the backward that reached them (an injected clock
     ticking one second per reading), taken at the next call; gradients and
     BatchNorm's statistics are those of imperative runs."""
-    from gluon_dyn.hybridize import backward_timing
+    from gluon_dyn.hybridize.passes import backward_timing
     ticks = iter(range(1, 10 ** 6))
     monkeypatch.setattr(backward_timing, "clock", lambda: float(next(ticks)))
     monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
     imperative, dynamic = twin_blocks(Recurrent)
-    runner = gluon_dyn.hybridize.dynamic.runner_of(dynamic)
+    runner = gluon_dyn.hybridize.call.dynamic.runner_of(dynamic)
     recorded = []
     record = runner.speed_check.record
     monkeypatch.setattr(runner.speed_check, "record",
@@ -132,7 +132,7 @@ def test_timing_a_recorded_call_leaves_arrays_without_history_as_they_are():
     after the call may write into it in place under record (a graph break after a
     timed segment did: `mask[0, [3, 3]] *= 2`); only outputs with history are
     bracketed to time their backward."""
-    from gluon_dyn.hybridize.backward_timing import RecordedCallTiming
+    from gluon_dyn.hybridize.passes.backward_timing import RecordedCallTiming
     x = mx.nd.ones((2, 3))
     x.attach_grad()
     with mx.autograd.record():

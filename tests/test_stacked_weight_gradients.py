@@ -1,4 +1,4 @@
-"""Repeated products' weight gradients made one (gluon_dyn/hybridize/stacked_weight_gradients.py)
+"""Repeated products' weight gradients made one (gluon_dyn/hybridize/passes/stacked_weight_gradients.py)
 and operators replaced by faster equivalents (equivalent_ops.py).
 
 Each model runs imperatively and through hybridize(dynamic=True) on the same
@@ -16,8 +16,8 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from gluon_dyn import graph_json, native
-from gluon_dyn.hybridize import custom_gradient, equivalent_ops, stacked_weight_gradients
-from gluon_dyn.hybridize.dynamic import report, runner_of
+from gluon_dyn.hybridize.passes import custom_gradient, equivalent_ops, stacked_weight_gradients
+from gluon_dyn.hybridize.call.dynamic import report, runner_of
 from test_planned_backward import train_alike, twin_blocks
 from test_row_projections import CELLS, reachable, run
 

@@ -95,3 +95,37 @@ def test_outside_a_trace_symbols_keep_their_own_attributes():
     with pytest.raises(mx.base.NotImplementedForSymbol):
         symbol.copy()
     assert symbol.reshape((2, -1)).list_inputs() == ["x"]
+
+
+class PickedScores(gluon.HybridBlock):
+    """GluonNLP's sampler step, written for NDArrays: rows picked by index arrays. (Its
+    own code, which the converter leaves as written, is the corpus program
+    gluonnlp_sequence_sampler: Symbol.__getitem__ takes such keys while tracing.)"""
+
+    def hybrid_forward(self, F, scores, ids):
+        picked = scores[mx.nd.arange(scores.shape[0]), ids]
+        return picked * 2
+
+
+class Sampler(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(5, in_units=4)
+            self.step = PickedScores()
+
+    def forward(self, x):
+        scores = self.dense(x)
+        ids = nd.argmax(scores, axis=1) - 1      # -1 picks the last column, as NDArray does
+        return self.step(scores, ids)
+
+
+def test_index_arrays_in_a_converted_child_pick_as_ndarray_does():
+    on_graphs(same_as_written(Sampler, calls(3, 4)), 3)
+
+
+def test_symbols_keep_their_own_indexing_outside_a_trace():
+    outputs = mx.sym.Group([mx.sym.var("a"), mx.sym.var("b")])
+    assert outputs[1].name == "b"
+    with pytest.raises(TypeError, match="integer index"):
+        outputs[mx.nd.arange(2), mx.nd.arange(2)]

@@ -11,8 +11,8 @@ MXNet gives no export.
 """
 import functools
 
-from ..hybridize.capture import ExportError
-from ..hybridize.runner import BlockRunner
+from ..hybridize.capturing.capture import ExportError
+from ..hybridize.call.runner import BlockRunner
 from ..graph_files import checksums
 from .dynamic import export_block
 from ..graph_files.strip import strip_symbol_file, strip_training_ops

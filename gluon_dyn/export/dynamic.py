@@ -20,9 +20,9 @@ The graph is written as MXNet's static executor (Symbol.bind) can plan it
 """
 import mxnet as mx
 
-from ..hybridize.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
-                                 ParameterInput)
-from ..hybridize.dynamic import runner_of
+from ..hybridize.capturing.capture import (ArgumentInput, CapturedInput, ExportError, ExportOptions,
+                                           ParameterInput)
+from ..hybridize.call.dynamic import runner_of
 from ..graph_files import checksums
 from .static_plan import plannable
 from ..graph_files.strip import save_graph, stripped_graph

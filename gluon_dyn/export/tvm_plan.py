@@ -7,8 +7,8 @@ of the latest call's inputs. The runtimes (tvm_bridge.deploy_loader, the C
 runtime) check those types at each call and run the exported graph itself when
 they differ, so every input the graph accepts still runs.
 """
-from ..hybridize.capture import ParameterInput
-from ..hybridize.python_state import tensor_attributes
+from ..hybridize.capturing.capture import ParameterInput
+from ..hybridize.capturing.python_state import tensor_attributes
 
 
 def export_tvm_plan(runner, capture, path, epoch, data_names):

@@ -1,11 +1,20 @@
 """Converting imperative Python control flow in Gluon blocks into graph operators.
 
-The stages of a call, in order: cache_key.py (what a call is keyed on), capture.py
-(tracing it into a graph with guards and state outputs), executor.py (running the
-graph, checking guards, writing state back), runner.py (the policy: profile,
-speculate, give up, speed check).
+Sub-packages by stage, each import pointing down this list (tests/test_layout.py
+checks that no module imports in a circle):
+
+- call/: the call path: cache_key (what a call is keyed on), runner (the policy:
+  profile, speculate, give up, split, speed check), executor (running a graph,
+  checking guards, writing state back), segments, methods, dynamic (`hybridize`);
+- recursion/: the recursion engine for forwards that recurse over Python data;
+- timing/: the speed check and the choice among a graph's forms;
+- partition/: graphs cut at data-dependent shapes, forwards split at graph breaks;
+- passes/: graph rewrites that keep what a graph computes and make it faster;
+- conversion/: the source transformation (converters/) and its runtime (operators/);
+- capturing/: the trace in progress, the capture of a call into a graph, and the
+  Python state around it.
 """
-from .dynamic import report
-from .transpiler import convert, converted_source
+from .call.dynamic import report
+from .conversion.transpiler import convert, converted_source
 
 __all__ = ["convert", "converted_source", "report"]

@@ -33,7 +33,7 @@ def note_dynamic_shape_node():
 
 
 # Callables giving the number of rows of a Symbol, or None where unknown:
-# hybridize(dynamic=True) knows them while it traces (hybridize/tracing.py).
+# hybridize(dynamic=True) knows them while it traces (hybridize/capturing/tracing.py).
 row_counters = []
 
 
@@ -62,7 +62,7 @@ def _declared_rows(symbol):
 # Callables told, for each cond branch and loop body built, which outer values it
 # reads and the condition (a one-element 0/1 Symbol) under which it runs:
 # hybridize uses it to leave the gradients of parameters an untaken path reads
-# stale, as imperative MXNet does (hybridize/stale_gradients.py).
+# stale, as imperative MXNet does (hybridize/call/stale_gradients.py).
 conditional_use_listeners = []
 
 

@@ -29,7 +29,7 @@ def helper({F_param}value, layer):
 
 
 def scaled(F, value, c):
-    return F.add(F.relu(value) * c, F.abs(value))
+    return F.{add}(F.relu(value) * c, F.abs(value))
 
 
 class Program(gluon.{base}):
@@ -68,7 +68,7 @@ class Generator:
     With `breaks`, blocks also read values to the host in the middle of graph code:
     a Python `if` on a read value (a graph break), a metric kept on self, argmax
     positions read into a Python list that index arrays and the list (both kept in
-    the graph: hybridize/host_values.py); and keep the rows of a tensor a
+    the graph: hybridize/capturing/host_values.py); and keep the rows of a tensor a
     data-dependent mask selects (boolean_mask: a shape known only once the graph
     runs)."""
 
@@ -190,8 +190,10 @@ def render(program):
     else:
         base, method, namespace = "Block", "forward(self, x, limit)", "mx.nd"
     source = "\n".join(lines) + "\n"
+    # `F.add` is mx.nd's (MXNet's examples pass F=mx.nd); mx.sym has no `add`.
     for name, value in (("base", base), ("method", method), ("F", namespace),
-                        ("F_param", "F, " if program.hybrid else "")):
+                        ("F_param", "F, " if program.hybrid else ""),
+                        ("add", "broadcast_add" if program.hybrid else "add")):
         source = source.replace("{%s}" % name, value)
     return source
 

@@ -16,9 +16,9 @@ import mxnet as mx
 import numpy as np
 
 from ...origin import user_location
-from .. import tracing
-from ..capture import CapturedInput, ParameterInput
-from ..python_state import Rollback, StateChanged, tensor_attributes
+from ..capturing import tracing
+from ..capturing.capture import CapturedInput, ParameterInput
+from ..capturing.python_state import Rollback, StateChanged, tensor_attributes
 from .discovery import walk_subtree
 from .output_type import OutputType, flatten, output_type
 from .passes import Passed, PassShape, passed_of

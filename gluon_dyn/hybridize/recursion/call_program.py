@@ -13,7 +13,7 @@ import dataclasses
 
 import mxnet as mx
 
-from ..capture import CapturedInput, ParameterInput
+from ..capturing.capture import CapturedInput, ParameterInput
 from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput
 
 

@@ -11,7 +11,7 @@ import textwrap
 
 from mxnet import gluon
 
-from ..weak_binding import BlockReference
+from ..capturing.weak_binding import BlockReference
 
 
 @dataclasses.dataclass(frozen=True)

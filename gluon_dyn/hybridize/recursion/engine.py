@@ -19,9 +19,9 @@ from mxnet import autograd
 
 from ...origin import user_stacklevel
 from .unsupported import Unsupported
-from ..python_state import python_state
-from ..speed_check import SpeedCheck
-from ..weak_binding import BlockReference
+from ..capturing.python_state import python_state
+from ..timing.speed_check import SpeedCheck
+from ..capturing.weak_binding import BlockReference
 from .batched_graph import DOWN, UP, Arena, BatchedGraph
 from .body import trace_body
 from .detection import recursive_methods

@@ -3,8 +3,8 @@ methods of a block, and its forward (the entry, which calls them)."""
 import inspect
 
 from .unsupported import Unsupported
-from ..transpiler import convert
-from ..weak_binding import BlockReference
+from ..conversion.transpiler import convert
+from ..capturing.weak_binding import BlockReference
 
 
 class Function:

@@ -23,7 +23,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from ..operators.subscripts import get_item
+from ..conversion.operators.subscripts import get_item
 from .passes import Passed
 from .unsupported import Unsupported
 

@@ -1,5 +1,5 @@
 """What the recursion engine cannot run (and the runner's usual path may)."""
-from .. import tracing
+from ..capturing import tracing
 
 
 class Unsupported(tracing.FallbackRequired):

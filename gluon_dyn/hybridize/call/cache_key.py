@@ -1,0 +1,127 @@
+"""Stage 1 of a call: what the call is keyed on, and the cache of graphs by key.
+
+A graph serves a call whose key equals the key it was traced under: the training
+mode, the Python values the forward may branch on (python_state.py), and the
+arguments' structure (arguments.py) with array shapes and dtypes. Shapes follow
+a ladder (as JANUS): a graph is first traced for exact shapes; once a dimension's
+size has varied between calls and no trace read it (`x.shape[0]`), keys leave it
+open (None) and one graph serves every size of it.
+"""
+import collections
+import dataclasses
+
+from ..capturing import arguments, numpy_interface
+from ..capturing.python_state import python_state
+
+MAX_GRAPHS = 16
+RECENT_MISSES = 10   # miss reasons kept for the report
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheKey:
+    training: bool
+    python_values: tuple    # ((name, value), ...); child blocks as ("block", id)
+    arguments: tuple        # arguments.ArgumentLayout.structure, open dims as None
+    # numpy_interface.mode(): np shape semantics change what operators give.
+    interface: tuple = (False, False)
+
+    def miss_reason(self, cached):
+        """Why this key does not match `cached`, readably: "argument array 0 dim 0:
+        expected 4, got 3", "Python value use_gate: expected True, got False"."""
+        if cached.training != self.training:
+            return "training mode: expected %s, got %s" % (cached.training, self.training)
+        if cached.interface != self.interface:
+            return "MXNet's numpy interface (np shape, np array): expected %s, got %s" % (
+                cached.interface, self.interface)
+        then = dict(cached.python_values)
+        for name, value in self.python_values:
+            if name in then and then[name] != value:
+                if isinstance(value, tuple) and value[0] == "block":
+                    return "child block %s was replaced" % name
+                return "Python value %s: expected %r, got %r" % (name, then[name], value)
+        arrays_then = [part for part in cached.arguments if part[0] == "array"]
+        arrays = [part for part in self.arguments if part[0] == "array"]
+        if len(arrays_then) == len(arrays) and len(cached.arguments) == len(self.arguments):
+            for index, ((_, shape_then, dtype_then), (_, shape, dtype)) in enumerate(
+                    zip(arrays_then, arrays)):
+                if len(shape_then) != len(shape):
+                    return "argument array %d: expected %d dimensions, got %d" % (
+                        index, len(shape_then), len(shape))
+                for dim, (size_then, size) in enumerate(zip(shape_then, shape)):
+                    if size_then is not None and size_then != size:
+                        return "argument array %d dim %d: expected %s, got %s" % (
+                            index, dim, size_then, size)
+                if dtype_then != dtype:
+                    return "argument array %d dtype: expected %s, got %s" % (index, dtype_then,
+                                                                            dtype)
+        return "the arguments' structure differs (%d parts, was %d)" % (
+            len(self.arguments), len(cached.arguments))
+
+
+class ShapeLadder:
+    """Which argument dimensions a key leaves open: those whose size varied between
+    calls and that no trace read."""
+
+    def __init__(self):
+        self.read_dims = {}     # argument array index -> dimensions traced code read
+        self.sizes = {}         # (argument array index, dimension) -> sizes seen
+
+    def note_call(self, layout):
+        for leaf, shape in enumerate(arguments.array_shapes(layout)):
+            for dim, size in enumerate(shape):
+                self.sizes.setdefault((leaf, dim), set()).add(size)
+
+    def note_reads(self, shape_reads):
+        """A trace read these dimensions ({argument array index: dims}); every trace
+        reports each argument, so an argument it did not read stays a candidate."""
+        for leaf, dims in shape_reads.items():
+            self.read_dims.setdefault(leaf, set()).update(dims)
+
+    def open_dims(self):
+        """{argument array index: dims} left open by keys from now on."""
+        relaxed = {}
+        for (leaf, dim), sizes in self.sizes.items():
+            if len(sizes) > 1 and leaf in self.read_dims and dim not in self.read_dims[leaf]:
+                relaxed.setdefault(leaf, set()).add(dim)
+        return relaxed
+
+
+def key_for(block, training, layout, ladder, unkeyed_paths):
+    """The key of a call; the block attributes in `unkeyed_paths` (graph inputs, or
+    containers graphs only write to) are not part of it."""
+    return CacheKey(training, python_state(block, unkeyed=unkeyed_paths),
+                    arguments.relaxed_structure(layout, ladder.open_dims()),
+                    numpy_interface.mode())
+
+
+class GraphCache:
+    """The graphs of a block by key, the most recent MAX_GRAPHS, and why recent
+    calls missed."""
+
+    def __init__(self):
+        self._entries = collections.OrderedDict()
+        self.misses = 0
+        self.miss_reasons = []
+
+    def get(self, key):
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            if self._entries:
+                latest = next(reversed(self._entries))
+                self.miss_reasons = (self.miss_reasons + [key.miss_reason(latest)])[-RECENT_MISSES:]
+        return entry
+
+    def put(self, key, entry):
+        self._entries[key] = entry
+        while len(self._entries) > MAX_GRAPHS:
+            self._entries.popitem(last=False)
+
+    def clear(self):
+        self._entries.clear()
+
+    def __len__(self):
+        return len(self._entries)
+
+    def values(self):
+        return list(self._entries.values())

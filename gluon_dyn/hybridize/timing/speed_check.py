@@ -1,0 +1,120 @@
+"""Keep graphs only where they are faster than the Python they replace.
+
+A graph is not always faster: MXNet's `_cond` and `_while_loop` cost more per
+call than a handful of imperative ops, so a small forward whose branch or loop
+cannot be speculated away (a guard storm) may run slower as a graph. Once a
+graph has served a call, calls alternate between the graph and the forward as
+written, each timed to completion, until measure.MeasuredChoice decides: the
+forward as written is the incumbent, and the graph takes over only when it is
+faster by a margin in consecutive measurements; serving calls are sampled, and a
+choice that looks wrong later (or a scheduled re-check) measures both again.
+The recursion engine chooses the same way between two ways of running a call
+(recursion/engine.py), naming its own variants. A call recorded for training is
+timed with its share of the backward (backward_timing.py): its sample is taken
+at a later call, once that backward has run.
+"""
+from mxnet import autograd
+
+from ...measure import MIN_SAMPLES, MeasuredChoice, timed_ms
+from ..passes.backward_timing import RecordedCallTiming
+
+GRAPH, PYTHON = "graph", "python"
+# hybridize(dynamic=True, check_speed=None) means this; tests of the graph
+# machinery turn it off so that tiny programs keep their graphs.
+ENABLED_BY_DEFAULT = True
+# A recorded call whose backward has not started after this many later calls
+# (recorded without a backward: an evaluation under record) counts its forward.
+BACKWARD_WAIT_CALLS = 2
+
+
+class SpeedCheck:
+    """Chooses between a `challenger` (the graph) and an `incumbent` (the
+    forward as written), kept until the challenger measures faster; `labels`
+    name them in the report."""
+
+    def __init__(self, enabled=None, challenger=GRAPH, incumbent=PYTHON,
+                 labels=("graph", "forward as written")):
+        enabled = ENABLED_BY_DEFAULT if enabled is None else enabled
+        self.challenger, self.incumbent = challenger, incumbent
+        self.labels = dict(zip((challenger, incumbent), labels))
+        self.choice = MeasuredChoice((challenger, incumbent), incumbent=incumbent) \
+            if enabled else None
+        self.measuring = enabled
+        self.reason = "first measurement"
+        self.samples = {challenger: [], incumbent: []}
+        self.pending = []            # RecordedCallTimings waiting for their backward
+
+    def serves_python(self):
+        """Whether calls run as the incumbent (the forward as written) now: it
+        measured faster and no measurement is due."""
+        return self.choice is not None and not self.measuring and \
+            self.choice.chosen == self.incumbent
+
+    def next_variant(self):
+        """(challenger or incumbent, whether to time the call), or None (no
+        choice made): the challenger, untimed."""
+        if self.choice is None:
+            return None
+        self._take_recorded_samples()
+        if self.measuring:
+            return (self.challenger if self._sampled(self.challenger) <=
+                    self._sampled(self.incumbent) else self.incumbent, True)
+        return self.choice.chosen, self.choice.wants_timing()
+
+    def timed(self, variant, run):
+        """run(), timed until MXNet has finished its work; the timing is recorded,
+        for a recorded call once its backward has run too."""
+        if not autograd.is_recording():
+            result, ms = timed_ms(run)
+            self.record(variant, ms / 1000)
+            return result
+        timing = RecordedCallTiming(variant)
+        result, timing.forward_ms = timed_ms(run)
+        self.pending.append(timing)
+        return timing.outputs_bracketed(result)
+
+    def _take_recorded_samples(self):
+        """Records the pending recorded calls whose backward has finished, and, as
+        forward only, those that waited too long."""
+        if not self.pending:
+            return
+        waiting = []
+        for timing in self.pending:
+            if timing.finished is not None or timing.calls_waited >= BACKWARD_WAIT_CALLS:
+                self.record(timing.variant, timing.total_ms() / 1000)
+            else:
+                timing.calls_waited += 1
+                waiting.append(timing)
+        self.pending = waiting
+
+    def _sampled(self, variant):
+        """Timed calls of `variant` in this measurement, those awaiting their backward too."""
+        return len(self.samples[variant]) + sum(timing.variant == variant
+                                                for timing in self.pending)
+
+    def record(self, variant, seconds):
+        if self.measuring:
+            self.samples[variant].append(seconds)
+            if min(len(times) for times in self.samples.values()) >= MIN_SAMPLES:
+                self.choice.decide(self.samples, self.reason)
+                self.samples = {self.challenger: [], self.incumbent: []}
+                self.measuring = self.choice.confirming
+                self.reason = "confirming"
+            return
+        if variant != self.choice.chosen:     # measured before the choice, sampled since
+            return
+        self.choice.served(seconds)
+        if seconds is None:     # re-checks are decided at timed calls (reading the load costs)
+            return
+        due = self.choice.recheck_due()
+        if due:
+            self.measuring, self.reason = True, due
+
+    def report(self):
+        """The choice, what was compared and when (measure.MeasuredChoice.report)."""
+        if self.choice is None:
+            return {"state": "off"}
+        report = self.choice.report()
+        report["state"] = "measuring (%s)" % self.reason if self.measuring else \
+            "%s chosen" % self.labels[self.choice.chosen]
+        return report
