@@ -83,6 +83,35 @@ def test_changes_to_lists_dicts_and_objects_are_replayed():
     assert calls_on_graphs(dynamic) == 4
 
 
+class AppendsUnderABranch(gluon.Block):
+    """An append to the caller's list under a branch on a tensor: after a graph run the
+    list holds the array where the branch was taken, nothing where it was not (the
+    append's presence flag decides; the output of the `acc.append(v1)` of a split
+    forward's part, found by the fuzzer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def forward(self, x, log):
+        h = self.dense(x)
+        if h.sum() > 0:
+            log.append(h * 2)
+        return h
+
+
+def test_an_append_under_a_tensor_branch_reaches_the_callers_list():
+    imperative, dynamic = twins(AppendsUnderABranch, check_speed=False)
+    for call in range(8):
+        x = mx.nd.random.normal(shape=(2, 4)) * (1 if call % 3 else -1)
+        logs = [[mx.nd.ones((1,))], [mx.nd.ones((1,))]]
+        outs = [block(x, log) for block, log in zip((imperative, dynamic), logs)]
+        assert_same(outs[1], outs[0], "output of call %d" % call)
+        assert len(logs[1]) == len(logs[0]), "call %d" % call
+        assert_same(logs[1], logs[0], "the log after call %d" % call)
+    assert calls_on_graphs(dynamic) == 5
+
+
 class KeepsSymbols(gluon.Block):
     """Stores into a list it is given a value no graph output can describe."""
 

@@ -13,7 +13,7 @@ import dataclasses
 import typing
 
 from . import arguments
-from .outputs import rebuild_outputs
+from .outputs import rebuild_items, rebuild_outputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,13 +31,17 @@ class ArgumentWrite:
         mutable = mutables[self.index]
         before = arguments.contents(mutable)
 
-        def value(entry):
-            kind, what = entry
-            return before[what] if kind == KEPT else rebuild_outputs(what, results, mutables)
         if isinstance(self.entries, list):
-            arguments.refill(mutable, [value(entry) for entry in self.entries])
+            # An append under a branch on a tensor gives an item or none.
+            items = []
+            for kind, what in self.entries:
+                items += [before[what]] if kind == KEPT else \
+                    rebuild_items([what], results, mutables)
+            arguments.refill(mutable, items)
         else:
-            arguments.refill(mutable, {key: value(entry) for key, entry in self.entries.items()})
+            arguments.refill(mutable, {
+                key: before[what] if kind == KEPT else rebuild_outputs(what, results, mutables)
+                for key, (kind, what) in self.entries.items()})
 
 
 KEPT, NEW = "kept", "new"

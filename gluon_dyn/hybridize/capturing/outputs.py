@@ -110,13 +110,20 @@ def rebuild_outputs(template, results, mutables=()):
     if isinstance(template, _Alias):
         return mutables[template]
     if isinstance(template, (list, tuple)):
-        items = []
-        for item in template:
-            if isinstance(item, _Present):
-                items += item.elements(results)
-            else:
-                items.append(rebuild_outputs(item, results, mutables))
+        items = rebuild_items(template, results, mutables)
         return type(template)(*items) if hasattr(template, "_fields") else type(template)(items)
     if isinstance(template, dict):
         return {key: rebuild_outputs(item, results, mutables) for key, item in template.items()}
     return template
+
+
+def rebuild_items(templates, results, mutables=()):
+    """The list items of `templates`: an element appended under a branch on a tensor
+    (or rows a graph loop appended) gives as many items as the run appended."""
+    items = []
+    for item in templates:
+        if isinstance(item, _Present):
+            items += item.elements(results)
+        else:
+            items.append(rebuild_outputs(item, results, mutables))
+    return items
