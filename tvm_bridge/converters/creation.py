@@ -8,10 +8,12 @@ from .registry import Unsupported, register
 from .tensor_info import dtype_of, normalize_axis, product, shape_of
 
 
-def _filled(node, value):
+def filled(node, value, zero_is_unknown=True):
+    """`value` in the node's shape and dtype. A 0 in a legacy op's shape is a dim left
+    to inference (unknown here); in an np op's, an empty dim."""
     dtype = attr_str(node, "dtype", "float32")
     shape = [int(d) for d in attr_tuple(node, "shape")]
-    if 0 in shape:
+    if zero_is_unknown and 0 in shape:
         raise Unsupported("a shape %s with unknown (0) dims" % (tuple(shape),))
     return R.full(shape, relax.const(value, dtype), dtype)
 
@@ -19,24 +21,24 @@ def _filled(node, value):
 @register("_zeros")
 def convert_zeros(ctx, node, args):
     """MXNet zeros(shape, dtype)."""
-    return _filled(node, 0)
+    return filled(node, 0)
 
 
 @register("_ones")
 def convert_ones(ctx, node, args):
     """MXNet ones(shape, dtype)."""
-    return _filled(node, 1)
+    return filled(node, 1)
 
 
 @register("_full")
 def convert_full(ctx, node, args):
     """MXNet full(shape, value, dtype)."""
-    return _filled(node, attr_float(node, "value"))
+    return filled(node, attr_float(node, "value"))
 
 
-@register("_arange")
+@register("_arange", "_npi_arange")
 def convert_arange(ctx, node, args):
-    """MXNet arange(start, stop=None, step): [0, start) when stop is None."""
+    """MXNet arange(start, stop=None, step) and np.arange: [0, start) when stop is None."""
     if attr_int(node, "repeat", 1) != 1 or attr_bool(node, "infer_range"):
         raise Unsupported("repeat != 1 or infer_range=True")
     start, stop = attr_float(node, "start", 0.0), attr_float(node, "stop")

@@ -12,6 +12,7 @@ from tvm import relax
 from tvm.relax import op as R
 
 from .attrs import attr_axes, attr_bool, attr_float, attr_int, attr_str, attr_tuple
+from .creation import filled
 from .registry import Unsupported, register
 from .tensor_info import dtype_of, ndim_of, normalize_axis, shape_of
 
@@ -281,13 +282,6 @@ def convert_np_stack(ctx, node, args):
     return R.stack(list(args), axis=attr_int(node, "axis", 0))
 
 
-@register("_np_squeeze")
-def convert_np_squeeze(ctx, node, args):
-    """np.squeeze(axis=None)."""
-    axes = attr_axes(node)
-    return R.squeeze(args[0], None if axes is None else list(axes))
-
-
 @register("_npi_broadcast_to")
 def convert_np_broadcast_to(ctx, node, args):
     """np.broadcast_to(shape)."""
@@ -303,21 +297,16 @@ def convert_np_where(ctx, node, args):
     return R.where(condition, *_promoted(x, y))
 
 
-def _filled(node, value):
-    dtype = attr_str(node, "dtype", "float32")
-    return R.full([int(d) for d in attr_tuple(node, "shape")], relax.const(value, dtype), dtype)
-
-
 @register("_npi_zeros")
 def convert_np_zeros(ctx, node, args):
     """np.zeros(shape, dtype)."""
-    return _filled(node, 0)
+    return filled(node, 0, zero_is_unknown=False)
 
 
 @register("_npi_ones")
 def convert_np_ones(ctx, node, args):
     """np.ones(shape, dtype)."""
-    return _filled(node, 1)
+    return filled(node, 1, zero_is_unknown=False)
 
 
 @register("_npi_full_like")
@@ -327,12 +316,3 @@ def convert_np_full_like(ctx, node, args):
     return R.full(shape_of(args[0]), relax.const(attr_float(node, "fill_value"), dtype), dtype)
 
 
-@register("_npi_arange")
-def convert_np_arange(ctx, node, args):
-    """np.arange(start, stop, step, dtype)."""
-    if attr_int(node, "repeat", 1) != 1 or attr_bool(node, "infer_range"):
-        raise Unsupported("repeat != 1 or infer_range=True")
-    start, stop = attr_float(node, "start", 0.0), attr_float(node, "stop")
-    if stop is None:
-        start, stop = 0.0, start
-    return R.arange(start, stop, attr_float(node, "step", 1.0), attr_str(node, "dtype", "float32"))

@@ -99,9 +99,9 @@ def convert_expand_dims(ctx, node, args):
     return R.expand_dims(args[0], normalize_axis(axis, ndim_of(args[0]) + 1))
 
 
-@register("squeeze")
+@register("squeeze", "_np_squeeze")
 def convert_squeeze(ctx, node, args):
-    """MXNet squeeze(axis=None): drops the given (or all) axes of size 1."""
+    """MXNet squeeze(axis=None) and np.squeeze: drops the given (or all) axes of size 1."""
     axes = attr_axes(node)
     return R.squeeze(args[0], None if axes is None else list(axes))
 

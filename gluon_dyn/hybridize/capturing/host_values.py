@@ -45,14 +45,16 @@ _PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operato
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "<": operator.lt,
            "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
            "!=": operator.ne}
-_GRAPH = {"+": mx.sym.broadcast_add, "-": mx.sym.broadcast_sub, "*": mx.sym.broadcast_mul,
-          "/": mx.sym.broadcast_div, "%": mx.sym.broadcast_mod, "**": mx.sym.broadcast_power,
-          "//": lambda a, b: mx.sym.floor(mx.sym.broadcast_div(a, b)),
-          "<": mx.sym.broadcast_lesser, "<=": mx.sym.broadcast_lesser_equal,
-          ">": mx.sym.broadcast_greater, ">=": mx.sym.broadcast_greater_equal,
-          "==": mx.sym.broadcast_equal, "!=": mx.sym.broadcast_not_equal}
+# Python's binary operators between graph values, broadcasting as NDArray's do
+# (conversion/operators/arithmetic.py uses them too).
+BROADCASTING = {"+": mx.sym.broadcast_add, "-": mx.sym.broadcast_sub, "*": mx.sym.broadcast_mul,
+                "/": mx.sym.broadcast_div, "%": mx.sym.broadcast_mod, "**": mx.sym.broadcast_power,
+                "//": lambda a, b: mx.sym.floor(mx.sym.broadcast_div(a, b)),
+                "<": mx.sym.broadcast_lesser, "<=": mx.sym.broadcast_lesser_equal,
+                ">": mx.sym.broadcast_greater, ">=": mx.sym.broadcast_greater_equal,
+                "==": mx.sym.broadcast_equal, "!=": mx.sym.broadcast_not_equal}
 # What NDArray's operators take a number for (NDArray has no `//`).
-_WITH_ARRAYS = frozenset(_GRAPH) - {"//"}
+_WITH_ARRAYS = frozenset(BROADCASTING) - {"//"}
 _DIVISIONS = ("/", "//", "%")
 _NUMBERS = (bool, int, float, np.number, np.bool_)
 _DUNDERS = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv", "%": "mod",
@@ -201,7 +203,7 @@ def binary_op(left, right, name):
             raise host.needed("`%s` with an array" % name)
         # NDArray's operators take a number as a scalar of the array's dtype: a
         # float32 array here (another dtype fails MXNet's type inference).
-        return _GRAPH[name](*[value.symbol if isinstance(value, HostValue) else value
+        return BROADCASTING[name](*[value.symbol if isinstance(value, HostValue) else value
                               for value in (left, right)])
     samples = []
     for value in (left, right):
@@ -224,7 +226,7 @@ def binary_op(left, right, name):
         # Python raises ZeroDivisionError where numpy and the graph give inf or nan.
         _check(mx.sym.broadcast_not_equal(right_symbol, mx.sym.zeros((1,))),
                "a division by zero of a number read from a tensor at %s" % host.where)
-    result = HostValue(_GRAPH[name](left_symbol, right_symbol), result_type, host.where)
+    result = HostValue(BROADCASTING[name](left_symbol, right_symbol), result_type, host.where)
     return _integer(result) if _is_integer_type(result_type) else result
 
 

@@ -25,12 +25,6 @@ _IN_PLACE = {"+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": op
              "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow,
              "@": operator.imatmul, "&": operator.iand, "|": operator.ior, "^": operator.ixor,
              "<<": operator.ilshift, ">>": operator.irshift}
-_BROADCASTING = {"+": mx.sym.broadcast_add, "-": mx.sym.broadcast_sub, "*": mx.sym.broadcast_mul,
-                 "/": mx.sym.broadcast_div, "%": mx.sym.broadcast_mod, "**": mx.sym.broadcast_power,
-                 "//": lambda a, b: mx.sym.floor(mx.sym.broadcast_div(a, b)),
-                 "<": mx.sym.broadcast_lesser, "<=": mx.sym.broadcast_lesser_equal,
-                 ">": mx.sym.broadcast_greater, ">=": mx.sym.broadcast_greater_equal,
-                 "==": mx.sym.broadcast_equal, "!=": mx.sym.broadcast_not_equal}
 _INTEGER_RESULTS = ("+", "-", "*", "//", "%")
 
 
@@ -49,8 +43,8 @@ def binary_op(left, right, name):
         # Symbol's own operators take neither sizes read from shapes nor `//`.
         convert = (SymbolicDim,) + (NUMBERS if name == "//" else ())
         left, right = [as_tensor(v) if isinstance(v, convert) else v for v in (left, right)]
-    if name in _BROADCASTING and is_symbol(left) and is_symbol(right):
-        result = _BROADCASTING[name](left, right)
+    if name in host_values.BROADCASTING and is_symbol(left) and is_symbol(right):
+        result = host_values.BROADCASTING[name](left, right)
     else:
         result = _PYTHON[name](left, right)
     if is_symbol(result) and name in _INTEGER_RESULTS and is_int_like(left) and \
