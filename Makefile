@@ -37,7 +37,7 @@ D2L_VERSION := 1.0.3
 D2L_STAMP := $(VENV)/.d2l-$(D2L_VERSION)
 
 # Native deployment (below): the C runtime, and the Java binding where a JDK exists.
-.PHONY: setup test demo clean wheel-test
+.PHONY: setup test test-fast demo clean wheel-test
 
 setup: $(NATIVE_LIB) $(HOROVOD_STAMP) $(TORCH_STAMP) $(D2L_STAMP) runtime java
 
@@ -78,11 +78,20 @@ $(TORCH_STAMP): $(PY)
 # lengthen every run of the suite, whose own 100 fixed programs
 # (tests/test_generated_programs.py) already take about 6 CPU-minutes.
 TEST_FUZZ_MINUTES ?= 2
+# The suite runs as groups of test files in fresh pytest processes, two at a time
+# (tests/run_suite.py): one process for all of it grew past 8 GB. Its closing line
+# counts every group's tests, as pytest's does.
+SUITE := $(PY) tests/run_suite.py
 
 test: setup wheel-test
-	$(PY) -m pytest tests
+	$(SUITE)
 	$(MAKE) --no-print-directory docs
 	$(MAKE) --no-print-directory fuzz FUZZ_MINUTES=$(TEST_FUZZ_MINUTES)
+
+# A developer's loop (under 5 minutes): the suite without the tests marked `long`
+# (pytest.ini), set up from nothing as `make test` is; no wheel, docs or fuzzing.
+test-fast: setup
+	$(SUITE) -m "not long"
 
 demo: setup
 	$(PY) examples/demo.py

@@ -3,8 +3,10 @@ hybridize(dynamic=True), one row per program: correct, share of calls on graphs,
 graph breaks, speed against imperative for inference and training (harness.py:
 interleaved calls on fresh inputs, 20 warm-up calls, medians), the slowest of the
 first calls (tracing included), peak memory against imperative (each in a process
-of its own), and why calls ran as Python. Writes docs/corpus.md and docs/corpus.json
-with the floors of issue 26 that the run misses (tests/corpus/floors.py).
+of its own), and why calls ran as Python. A program that raises or differs gets a
+row saying so (not correct, or speed not timed and why), and the report goes on.
+Writes docs/corpus.md and docs/corpus.json with the floors of issue 26 that the run
+misses (tests/corpus/floors.py).
 
     .venv/bin/python benchmarks/corpus_report.py [PROGRAM ...]
     .venv/bin/python benchmarks/corpus_report.py --memory PROGRAM imperative|dynamic
@@ -43,6 +45,9 @@ def figures_of(program):
         return True, run_twins(program)[2], ""
     except Wrong as wrong:
         return False, None, str(wrong).splitlines()[0]
+    except Exception as error:  # noqa: BLE001 - a call raised: the program's row says what
+        return False, None, "%s raised %s: %s" % (program.name, type(error).__name__,
+                                                   _first_line(error))
     finally:
         speed_check.ENABLED_BY_DEFAULT = enabled
 
@@ -77,9 +82,11 @@ def batch_inputs(program):
 
 def speeds(program):
     """{"inference", "training"}: dynamic's speed against imperative (None where the
-    program has no such calls or outputs differed), and the slowest warm-up call of
-    the dynamic model (s)."""
-    result, first = {}, 0.0
+    program has no such calls or they could not be timed), the slowest warm-up call
+    of the dynamic model (s), and {kind: why it could not be timed} (outputs that
+    differed, or what a call raised): one program's failure is its row's, not the
+    report's."""
+    result, first, unmeasured = {}, 0.0, {}
     kinds = [("inference", inference_run, program.inputs)]
     if program.loss is not None:
         kinds.append(("training", training_run, batch_inputs(program)))
@@ -92,13 +99,22 @@ def speeds(program):
                         harness.Variant("dynamic", make_run(program, dynamic))]
             try:
                 timings = harness.compare(variants, make_inputs, REPEATS, warmup=WARMUP)
-            except harness.OutputMismatch as mismatch:
-                print("%s %s: %s" % (program.name, kind, mismatch), file=sys.stderr)
-                result[kind] = None
+            except Exception as error:  # noqa: BLE001 - recorded in the program's row
+                why = "%s: %s" % (type(error).__name__, _first_line(error))
+                print("%s %s not timed: %s" % (program.name, kind, why), file=sys.stderr)
+                result[kind], unmeasured[kind] = None, why
                 continue
         result[kind] = timings["imperative"].median_ms / timings["dynamic"].median_ms
         first = max(first, max(timings["dynamic"].warmup_ms) / 1000.0)
-    return result, first
+    return result, first, unmeasured
+
+
+def _first_line(error):
+    """The line of an error that says what failed (MXNet's errors end with it)."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    if isinstance(error, mx.base.MXNetError) and lines:
+        return lines[-1]
+    return lines[0] if lines else ""
 
 
 def peak_memory_kb(name, mode):
@@ -139,14 +155,14 @@ def memory_ratio(name):
 
 def row(program):
     correct, figures, wrong = figures_of(program)
-    measured, first = speeds(program)
+    measured, first, unmeasured = speeds(program)
     return {"name": program.name, "package": program.package, "covers": program.covers,
             "correct": correct, "wrong": wrong,
             "share_on_graphs": figures.share if figures else None,
             "status": figures.status if figures else "wrong",
             "graph_breaks": len(figures.graph_breaks) if figures else None,
             "graphs": figures.graphs if figures else None,
-            "speed": measured, "first_call_s": first,
+            "speed": measured, "first_call_s": first, "not_timed": unmeasured,
             "peak_memory": memory_ratio(program.name),
             "cause": (figures.cause() if figures else wrong)}
 

@@ -1,11 +1,12 @@
 """`make report`: the JANUS workloads (the seeds' Table 3.4) on this machine.
 
 Each training script of examples/train runs as written (MXNet imperative), with
-hybridize(dynamic=True) (gluon_dyn's graphs per call), and as its PyTorch version
+hybridize(dynamic=True) (gluon_dyn's graphs per call), with --whole-step (those graphs
+and every trainer's update as a few fused MXNet calls), and as its PyTorch version
 (benchmarks/torch_training.py: eager, and with torch.compile) in a worker process of
 its own, all from the same parameter values on the same batches. First the PyTorch
 versions are checked to train to the script's losses (training_twins.check_twins:
-5 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
+4 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
 failure stops the report); then the variants' steps run interleaved (each round starts
 one variant later), the MXNet ones checked to compute the imperative losses over the
 warm-up steps; throughput is the median over steps of samples per second, an MXNet step
@@ -36,6 +37,7 @@ import lenet  # noqa: E402
 import lstm_lm  # noqa: E402
 import tree_sentiment  # noqa: E402
 from trainkit import local_workers  # noqa: E402
+from trainkit.run import updates_note  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,20 +55,32 @@ WORKLOADS = [
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
 
 # The MXNet variants of a training step: column title and the scripts' flags that make
-# it; the first is the reference. gluon_dyn's whole-step mode (issue 27: forward,
-# backward and update as one graph) joins as one more entry, ("gluon_dyn whole step",
-# [its flags]), once the scripts offer it: the table, plots and checks take their columns
-# from this list and from the PyTorch variants that ran.
-MXNET_VARIANTS = [("MXNet imperative", []), ("gluon_dyn per-call graphs", ["--dynamic"])]
+# it; the first is the reference. The table, plots and checks take their columns from
+# this list and from the PyTorch variants that ran. Inference runs the first two: the
+# whole step changes only how trainers update.
+MXNET_VARIANTS = [("MXNet imperative", []), ("gluon_dyn per-call graphs", ["--dynamic"]),
+                  ("gluon_dyn whole step", ["--whole-step"])]
 REFERENCE = MXNET_VARIANTS[0][0]
 DYNAMIC = MXNET_VARIANTS[1][0]
+WHOLE_STEP = MXNET_VARIANTS[2][0]
 TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
 
 
+def short_name(label):
+    """A workload's name without its data and batch: "LeNet", "LSTM LM", ..."""
+    return label.split(" (")[0]
+
+
+def option_name(name):
+    """A workload's name as --only takes it: "lenet", "lstmlm", "treernn", ..."""
+    return name.lower().replace(" ", "").replace("_", "")
+
+
 def what_it_ran(training):
-    """What gluon_dyn did with the blocks, from its reports."""
+    """What gluon_dyn did with the blocks, from its reports; with the whole step,
+    how many updates of each trainer ran fused."""
     import gluon_dyn
-    notes = []
+    notes = [updates_note(training.trainers)] if training.args.whole_step else []
     for name, block in training.blocks.items():
         report = gluon_dyn.hybridize.report(block)
         if report["fallback"]:
@@ -76,7 +90,11 @@ def what_it_ran(training):
             notes.append("%s: recursion engine, %d of %d calls" % (
                 name, report["calls"]["by_kind"]["recursion"], report["calls"]["total"]))
         else:
-            notes.append("%s: graphs: %d" % (name, report["cached_graphs"]))
+            calls = report["calls"]
+            notes.append("%s: graphs: %d, %d of %d calls on them%s" % (
+                name, report["cached_graphs"], calls["graph"], calls["total"],
+                " (speed check: %s)" % report["speed_check"]["state"]
+                if report["speed_check"]["state"] != "off" else ""))
     return "; ".join(notes)
 
 
@@ -105,11 +123,12 @@ def infer_call(training, index, rng):
     return output.asnumpy(), samples
 
 
-def mxnet_trainings(script, flags):
-    """{title: Training} of MXNET_VARIANTS, all from the reference's initial values."""
+def mxnet_trainings(script, flags, variants=MXNET_VARIANTS):
+    """{title: Training} of `variants` (MXNET_VARIANTS or its first ones), all from
+    the reference's initial values."""
     reference = initialized(build(script, flags))
     trainings = {REFERENCE: reference}
-    for title, extra in MXNET_VARIANTS[1:]:
+    for title, extra in variants[1:]:
         trainings[title] = build(script, flags + extra)
         share_values(reference, trainings[title])
     return trainings
@@ -136,11 +155,12 @@ def measure_training(label, script, flags, warmup, timed):
             compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
     print("training  %-38s %s" % (label, "  ".join(
         "%s %.1f" % (title, rate) for title, rate in rates.items())) + " samples/s", flush=True)
-    return rates, what_it_ran(trainings[DYNAMIC]), checks, compiled
+    return rates, "per-call graphs: %s. Whole step: %s" % (
+        what_it_ran(trainings[DYNAMIC]), what_it_ran(trainings[WHOLE_STEP])), checks, compiled
 
 
 def measure_inference(label, script, flags, warmup, timed):
-    trainings = mxnet_trainings(script, flags)
+    trainings = mxnet_trainings(script, flags, MXNET_VARIANTS[:2])
     trainings["tvm"] = build(script, flags + ["--dynamic", "--backend", "tvm"])
     share_values(trainings[REFERENCE], trainings["tvm"])
     variants = {title: mxnet_steps(training, infer_call)
@@ -194,7 +214,7 @@ def columns(training):
 
 
 def plot(figures, training, inference):
-    labels = [label.split(" (")[0] for label, *_ in WORKLOADS]
+    labels = [short_name(label) for label, *_ in WORKLOADS]
 
     def ratios(results, variant, reference):
         return [results[label][0].get(variant, np.nan) / results[label][0][reference]
@@ -284,7 +304,9 @@ def write(out, training, inference, scaling, args, load):
         "Written by `make report` (`%s`) on %s, %d cores (load average %.2f at the start, "
         "%.2f at the end: other jobs on the machine count). Each workload is a training script "
         "of `examples/train/` with its default settings, run as written (MXNet imperative), with "
-        "`hybridize(dynamic=True)` (graphs kept only where measured faster, gluon_dyn's default) "
+        "`hybridize(dynamic=True)` (graphs kept only where measured faster, gluon_dyn's default), "
+        "with `--whole-step` (those graphs, and each trainer's update of all parameters as a few "
+        "fused MXNet calls: `gluon_dyn.fused_updates`) "
         "and as its PyTorch version, eager and with `torch.compile`; steps interleaved (each "
         "round starts one variant later), the MXNet variants checked to compute the same losses "
         "over the warm-up steps, medians over steps of samples per second (an MXNet step is "
@@ -330,13 +352,24 @@ def main():
     parser.add_argument("--timed-scale", type=float, default=1.0,
                         help="multiply every workload's timed steps (fewer for a quick look)")
     parser.add_argument("--repeats", type=int, default=2, help="Horovod runs per worker count")
+    parser.add_argument("--only", type=lambda names: [option_name(n) for n in names.split(",")],
+                        help="a look at some workloads (names as in the plots, comma-separated: "
+                             "lenet,lstmlm,treernn,treelstm,reinforce,gan): their training "
+                             "only, printed, nothing written")
     args = parser.parse_args()
     load = os.getloadavg()
     training, inference = {}, {}
     for label, script, flags, _, warmup, timed in WORKLOADS:
+        if args.only and option_name(short_name(label)) not in args.only:
+            continue
         timed = max(2, int(timed * args.timed_scale))
         training[label] = measure_training(label, script, flags, warmup, timed)
+        if args.only:
+            print("          %s: %s" % (short_name(label), training[label][1]), flush=True)
+            continue
         inference[label] = measure_inference(label, script, flags, warmup, timed)
+    if args.only:
+        return
     scaling = {}
     for label, script, batch, steps in SCALING:
         scaling[label] = measure_scaling(script, batch, steps, args.repeats)

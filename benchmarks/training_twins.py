@@ -35,8 +35,7 @@ TRAIN_DIR = os.path.join(harness.REPO, "examples", "train")
 if TRAIN_DIR not in sys.path:
     sys.path.insert(0, TRAIN_DIR)
 
-import trainkit  # noqa: E402
-from trainkit.run import parse_args, step_seed  # noqa: E402
+from trainkit.run import parse_args, setup, step_seed  # noqa: E402
 
 CHECK_STEPS = 4
 RTOL = 1e-4
@@ -59,7 +58,7 @@ class TwinCheck:
 
 def build(script, flags):
     """The script's Training with these command-line flags, in this process."""
-    return script.TRAINING(parse_args(script, ["--quiet"] + flags), trainkit.Workers())
+    return setup(script, parse_args(script, ["--quiet"] + flags))[0]
 
 
 def initialized(training):

@@ -60,7 +60,10 @@ malt (diastatic-malt, AutoGraph's standalone fork):
   transpiler, which converts callees recursively, becomes gluon_dyn's
   (hybridize/conversion/transpiler.py: malt's transformations plus gluon_dyn's own);
 - its verbosity (AUTOGRAPH_VERBOSITY) is read once, not from the environment at
-  every call converted code makes (twice a call: a tenth of a profiling call's time).
+  every call converted code makes (twice a call: a tenth of a profiling call's time),
+  and its debug log returns at once below that verbosity (malt_decisions.py);
+- its per-call questions about a callee (`is_unsupported`, `is_allowlisted`) are
+  answered once per function (hybridize/conversion/malt_decisions.py).
 
 MXNet's threads:
 - the importing thread's OpenMP regions (parallel copies in `asnumpy`) run on one
@@ -76,7 +79,7 @@ Horovod:
 import malt.operators
 import mxnet as mx
 from malt.core import config
-from malt.impl import api
+from malt.impl import api, conversion
 from malt.utils import ag_logging
 from mxnet import gluon
 
@@ -85,7 +88,7 @@ from .ops import symbol_api
 from .hybridize.passes import backward_timing
 from .hybridize.call import dynamic, stale_gradients
 from .hybridize.capturing import host_values, python_state, tracing
-from .hybridize.conversion import operators, transpiler
+from .hybridize.conversion import malt_decisions, operators, transpiler
 from .hybridize.conversion.operators import attributes, context_managers
 
 _APPLIED = "__gluon_dyn_patched__"
@@ -142,3 +145,6 @@ def apply():
         api._TRANSPILER = transpiler.Transpiler()
         if ag_logging.verbosity_level is None:
             ag_logging.verbosity_level = ag_logging.get_verbosity()
+    for name in ("is_unsupported", "is_allowlisted"):
+        _wrap(conversion, name, malt_decisions.remembered)
+    _wrap(ag_logging, "log", malt_decisions.when_verbose)

@@ -10,6 +10,7 @@ Gluon parameter) agree. `run_reference` runs a plain-Python function written wit
 imperative run.
 """
 import json
+import os
 
 import mxnet as mx
 import numpy as np
@@ -21,6 +22,14 @@ from gluon_dyn import machine_load
 from gluon_dyn.hybridize.timing import speed_check
 
 RTOL = ATOL = 1e-5
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_tvm_cache_for_the_run(tmp_path_factory):
+    """Libraries TVM compiles for tests that name no cache directory go to one cache
+    for the whole run (run_suite.py's, shared by its processes; else this session's),
+    never the user's ~/.cache, whose libraries from older runs would hide compiles."""
+    os.environ.setdefault("GLUON_DYN_TVM_CACHE", str(tmp_path_factory.mktemp("tvm_cache")))
 
 
 @pytest.fixture(autouse=True)

@@ -175,6 +175,7 @@ def refiner_branch(block, x, steps):
     return bool(h.sum().asscalar() > 0)
 
 
+@pytest.mark.long
 def test_no_leak_over_ten_thousand_runs(runner, tmp_path):
     block = initialized(Looper(), 5)
     rng = np.random.RandomState(5)

@@ -9,6 +9,7 @@ gets what was built for the other.
 """
 import mxnet as mx
 import numpy as np
+import pytest
 from mxnet import autograd, gluon
 
 import gluon_dyn
@@ -67,6 +68,73 @@ def test_children_take_what_operators_take():
         x = mx.nd.random.normal(shape=(2, 4)).as_in_context(mx.Context("cpu_shared", 0))
         assert_same(dynamic(x), imperative(x), "call %d" % call)
     assert calls_on_graphs(dynamic) == 2
+
+
+class Shifted(gluon.HybridBlock):
+    """Reads a constant and a parameter, as GluonCV's box encoders read their `means`."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.means = self.params.get_constant("means", [[0.5, -0.5, 1.0, 2.0]])
+            self.scale = self.params.get("scale", shape=(1, 4), init=mx.init.Constant(1.5))
+
+    def hybrid_forward(self, F, x, means, scale):
+        return F.broadcast_mul(F.broadcast_sub(x, means), scale)
+
+
+class BuildsAChildOnFirstUse(gluon.HybridBlock):
+    """Builds a child when training first asks for it, as GluonCV's Faster R-CNN
+    builds its target generator; or keeps it in a set, out of Gluon's tree."""
+
+    def __init__(self, in_a_set=False):
+        super().__init__()
+        self.dense = gluon.nn.Dense(4, in_units=4)
+        self._encoder = set([_initialized(Shifted())]) if in_a_set else Shifted
+
+    @property
+    def encoder(self):
+        if isinstance(self._encoder, set):
+            return next(iter(self._encoder))
+        if not isinstance(self._encoder, gluon.Block):   # built on first use
+            self._encoder = _initialized(self._encoder())
+        return self._encoder
+
+    def hybrid_forward(self, F, x):
+        y = self.dense(x)
+        if autograd.is_training():
+            return self.encoder(y)
+        return y
+
+
+def _initialized(block):
+    block.initialize()
+    return block
+
+
+@pytest.mark.parametrize("in_a_set", [False, True])
+def test_a_childs_parameters_that_collect_params_missed_are_graph_inputs(in_a_set):
+    """The first training call traces the graph of training (inference calls came
+    first) and builds the child, after the trace took the model's parameters; or the
+    child is kept out of Gluon's tree. Graphs read its parameters (the dynamic block
+    fell back to Python, calling them "a value computed inside a graph loop or
+    branch")."""
+    imperative, dynamic = twins(lambda: BuildsAChildOnFirstUse(in_a_set), check_speed=False)
+    for call in range(9):
+        x = mx.nd.array(np.random.RandomState(call).standard_normal((2, 4)))
+        if call < 4:
+            assert_same(dynamic(x), imperative(x), "inference call %d" % call)
+            continue
+        results = []
+        for block in (imperative, dynamic):
+            with autograd.record():
+                y = block(x)
+            y.backward()
+            results.append((y, block.dense.weight.grad().copy(),
+                            block.encoder.scale.grad().copy()))
+        assert_same(results[1], results[0], "training call %d" % call)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["fallback"] is None and calls_on_graphs(dynamic) == 6, report["fallback"]
 
 
 def test_yolo3_trains_after_inference_calls():

@@ -59,6 +59,7 @@ def worse(got, expected):
     return found
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", [program.name for program in PROGRAMS])
 def test_program_is_correct_and_no_worse_than_expected(name):
     figures = outcome(name)

@@ -288,3 +288,36 @@ def test_state_the_forward_writes_then_reads():
                                    rtol=1e-5, atol=1e-5)
     report = gluon_dyn.hybridize.report(dynamic)
     assert not report["internal_errors"] and report["calls"]["graph"] == 4
+
+
+class RebindsItsLog(gluon.Block):
+    """d2l's TransformerDecoder: a new list of lists on every call, filled by index
+    with arrays the forward computed (`self._attention_weights[0][i] = ...`)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.layers = gluon.nn.Sequential()
+            self.layers.add(gluon.nn.Dense(4, in_units=4), gluon.nn.Dense(4, in_units=4))
+        self.weights = []
+
+    def forward(self, x):
+        self.weights = [[None] * len(self.layers) for _ in range(2)]
+        for i, layer in enumerate(self.layers):
+            x = mx.nd.tanh(layer(x))
+            self.weights[0][i] = x
+            self.weights[1][i] = x * 2
+        return x
+
+
+def test_a_list_the_forward_replaces_is_written_back_and_not_keyed():
+    imperative, dynamic = twins(RebindsItsLog, check_speed=False)
+    for call in range(8):
+        x = mx.nd.random.normal(shape=(2, 4))
+        assert_same(run(dynamic, x), run(imperative, x))
+        assert [len(row) for row in dynamic.weights] == [2, 2]
+        for got, expected in zip(sum(dynamic.weights, []), sum(imperative.weights, [])):
+            np.testing.assert_allclose(got.asnumpy(), expected.asnumpy(), rtol=1e-5, atol=1e-6)
+    report = gluon_dyn.hybridize.report(dynamic)
+    # The list the previous call left is not read: one graph serves every call.
+    assert report["calls"]["last"] == "graph" and report["traces"] == 1

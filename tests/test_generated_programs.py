@@ -142,6 +142,7 @@ def batch():
     return outcomes
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_generated_programs_agree_with_imperative(batch, chunk):
     problems = ["program %d, calls %d: %s" % (program_seed, call_seed, outcome.problem)
@@ -149,6 +150,7 @@ def test_generated_programs_agree_with_imperative(batch, chunk):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.long
 def test_graphs_serve_at_least_the_floor_of_generated_calls(batch, capsys):
     coverage = differential.Coverage()
     for outcomes in batch.values():
@@ -167,6 +169,7 @@ def test_graphs_serve_at_least_the_floor_of_generated_calls(batch, capsys):
 DEFAULTS_SEED, DEFAULTS_PROGRAMS, DEFAULTS_CALLS = 77, 12, 20
 
 
+@pytest.mark.long
 def test_generated_programs_agree_with_hybridize_defaults_over_many_calls(monkeypatch, capsys):
     monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
     rng = random.Random(DEFAULTS_SEED)
@@ -194,6 +197,7 @@ def test_generated_programs_agree_with_hybridize_defaults_over_many_calls(monkey
 BREAKS_SEED, BREAKS_PROGRAMS, BREAKS_FLOOR = 99, 16, 0.70
 
 
+@pytest.mark.long
 def test_programs_with_host_reads_agree_and_run_on_graph_segments(capsys):
     rng = random.Random(BREAKS_SEED)
     coverage, problems = differential.Coverage(), []

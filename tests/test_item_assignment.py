@@ -15,6 +15,7 @@ from mxnet import gluon, nd
 
 import gluon_dyn
 from gluon_dyn.hybridize.conversion import transpiler
+from dynamic_twins import assert_same, gradients, twins
 from idiom_twins import on_graphs, same_as_written
 
 RNG = np.random.RandomState(5)
@@ -296,3 +297,34 @@ def test_the_alias_analysis_names_what_else_may_hold_the_array():
     assert "set from another array's holder" in reasons["g2"]
     assert "loop variable" in reasons["row"]
     assert "return" not in reasons.get("c", "")
+
+
+class AnchoredScores(Layered):
+    """Scores and anchors made from constants, as d2l's TinySSD returns them (anchors
+    from `multibox_prior`, which reads only shapes and Python lists)."""
+
+    def forward(self, x):
+        sizes = nd.array([0.2, 0.4, 0.6, 0.8])
+        anchors = nd.tile(sizes.reshape((1, 4)), (x.shape[0], 1)) * 2
+        return self.dense(x), anchors
+
+
+def test_while_recording_outputs_made_from_constants_stay_writable_on_every_graph_call():
+    """Code after the call writes into what it computes from the anchors under record
+    (d2l's multibox_target: `jaccard[:, box_idx] = ...`), legal imperatively since
+    they have no history. The constants a graph keeps are inputs of every recorded
+    run, and MXNet gives such an input a variable node without gradient: that is no
+    history either, on the second graph call as on the first."""
+    imperative, dynamic = twins(AnchoredScores)
+    for call, (x,) in enumerate(arrays(3, 4, count=7)):
+        results = []
+        for block in (imperative, dynamic):
+            with mx.autograd.record():
+                scores, anchors = block(x)
+                iou = anchors * 1
+                iou[:, 0] = -1
+                loss = (scores * iou).sum()
+            loss.backward()
+            results.append((iou, gradients(block)))
+        assert_same(results[1], results[0], "call %d" % call)
+    on_graphs(gluon_dyn.hybridize.report(dynamic), 4)

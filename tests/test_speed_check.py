@@ -144,3 +144,37 @@ def test_timing_a_recorded_call_leaves_arrays_without_history_as_they_are():
         timed_computed.sum().backward()
     assert timed_constant.asnumpy().tolist() == [[1, 1, 1, 2]]
     assert x.grad.asnumpy().tolist() == [[2] * 3] * 2
+
+
+def test_a_recheck_falling_due_while_python_serves_runs_the_call_as_written(monkeypatch):
+    """The forward as written serves; taking a timed recorded call's sample at the
+    next call makes a re-check due, so the check asks for the graph while the call
+    was already routed to the forward as written (no graph at hand): that call runs
+    as written and the measurement starts (GAN's discriminator, in training)."""
+    from gluon_dyn.hybridize.passes.backward_timing import RecordedCallTiming
+    monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
+    imperative, dynamic = twin_blocks(Recurrent)
+    x = mx.nd.array(np.random.RandomState(0).standard_normal((8, 4)))
+
+    def train_step():
+        for block in (imperative, dynamic):
+            with mx.autograd.record():
+                loss = block(x).sum()
+            loss.backward()
+    for _ in range(3 + 1):     # profiled calls, the trace
+        train_step()
+    check = gluon_dyn.hybridize.call.dynamic.runner_of(dynamic).speed_check
+    # as after a measurement that chose the forward as written
+    check.measuring, check.choice.chosen = False, "python"
+    check.samples = {"graph": [], "python": []}
+    sample = RecordedCallTiming("python")
+    sample.forward_ms, sample.started, sample.finished = 1.0, 0.0, 0.001
+    check.pending = [sample]
+    monkeypatch.setattr(check.choice, "recheck_due", lambda: "scheduled re-check")
+    train_step()
+    assert check.measuring and check.reason == "scheduled re-check"
+    for (name, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                                 sorted(dynamic.collect_params().items())):
+        if a.grad_req != "null":
+            np.testing.assert_allclose(b.grad().asnumpy(), a.grad().asnumpy(), rtol=1e-5,
+                                       atol=1e-5, err_msg=name)

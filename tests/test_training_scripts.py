@@ -1,6 +1,7 @@
 """The training scripts of examples/train, a few steps each on small settings: as
-written and with hybridize(dynamic=True) they agree (losses and parameters, 1e-5);
-a resumed run continues exactly; under 2 Horovod workers a run equals one process."""
+written, with hybridize(dynamic=True) and with --whole-step (those graphs and
+gluon_dyn's fused updates) they agree (losses and parameters, 1e-5); a resumed run
+continues exactly; under 2 Horovod workers a run equals one process."""
 import json
 import os
 import sys
@@ -47,30 +48,57 @@ def assert_same_training(actual, expected):
                                        err_msg="%s %s" % (block, key))
 
 
+def steps_of(name):
+    module, argv = SMALL[name]
+    return int(argv[argv.index("--steps") + 1])
+
+
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_dynamic_run_matches_imperative_run(name, tmp_path):
+def test_dynamic_and_whole_step_runs_match_imperative_run(name, tmp_path):
     imperative = run(name, tmp_path)
-    dynamic = run(name, tmp_path, "--dynamic")
-    assert_same_training(dynamic, imperative)
-    assert dynamic["metrics"] == pytest.approx(imperative["metrics"], rel=1e-4, abs=1e-4)
     assert all(np.isfinite(imperative["losses"]))
-    assert os.path.getsize(dynamic["plot"]) > 0
-    for block, report in dynamic["reports"].items():
-        # 3 calls profiled, graphs served every later one (the recursive models: the
-        # recursion engine's compiled bodies, counted among calls on graphs).
-        calls = report["calls"]
-        assert calls["graph"] == calls["total"] - 3 > 0 and report["fallback"] is None, \
-            (block, report)
+    for mode in ("--dynamic", "--whole-step"):
+        dynamic = run(name, tmp_path, mode)
+        assert_same_training(dynamic, imperative)
+        assert dynamic["metrics"] == pytest.approx(imperative["metrics"], rel=1e-4, abs=1e-4)
+        assert os.path.getsize(dynamic["plot"]) > 0
+        for block, report in dynamic["reports"].items():
+            # 3 calls profiled, graphs served every later one (the recursive models: the
+            # recursion engine's compiled bodies, counted among calls on graphs).
+            calls = report["calls"]
+            assert calls["graph"] == calls["total"] - 3 > 0 and report["fallback"] is None, \
+                (block, report)
+    # --whole-step: every step of every trainer (one per block) updated fused, none
+    # by MXNet's loop
+    assert not imperative["trainer_reports"]
+    assert sorted(dynamic["trainer_reports"]) == sorted(imperative["params"])
+    for trainer, report in dynamic["trainer_reports"].items():
+        assert report["enabled"] and report["fused_steps"] == steps_of(name) \
+            and not report["loop_steps"], (trainer, report)
 
 
-@pytest.mark.parametrize("name", ["lenet", "lstm_lm", "gan"])
-def test_resumed_run_continues_exactly(name, tmp_path):
-    """Parameters, optimizer state (Adam's moments), carried arrays (the LM's hidden
-    state) and the loss history come back from the checkpoint."""
-    straight = run(name, tmp_path, "--dynamic")
+def test_whole_step_runs_on_graphs_without_timing_them_against_python(tmp_path, monkeypatch):
+    """gluon_dyn's speed check (on by default; the tests' conftest turns it off) times
+    graphs against the forward as written; --dynamic keeps it, --whole-step turns it
+    off: the step runs as graphs."""
+    from gluon_dyn.hybridize.timing import speed_check
+    monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
+    checks = {mode: run("gan", tmp_path, mode)["reports"] for mode in ("--dynamic", "--whole-step")}
+    for block in ("generator", "discriminator"):
+        assert checks["--dynamic"][block]["speed_check"]["state"] != "off"
+        assert checks["--whole-step"][block]["speed_check"] == {"state": "off"}
+
+
+@pytest.mark.parametrize("name, mode", [("lenet", "--dynamic"), ("lstm_lm", "--dynamic"),
+                                        ("gan", "--dynamic"), ("gan", "--whole-step")])
+def test_resumed_run_continues_exactly(name, mode, tmp_path):
+    """Parameters, optimizer state (Adam's moments; with --whole-step, those the fused
+    updates kept), carried arrays (the LM's hidden state) and the loss history come
+    back from the checkpoint."""
+    straight = run(name, tmp_path, mode)
     checkpoints = str(tmp_path / "checkpoint")
-    run(name, tmp_path, "--dynamic", "--steps", "2", "--checkpoint", checkpoints)
-    resumed = run(name, tmp_path, "--dynamic", "--checkpoint", checkpoints, "--resume")
+    run(name, tmp_path, mode, "--steps", "2", "--checkpoint", checkpoints)
+    resumed = run(name, tmp_path, mode, "--checkpoint", checkpoints, "--resume")
     assert_same_training(resumed, straight)
 
 
@@ -87,17 +115,24 @@ def test_batch_that_does_not_split_over_workers_is_an_error():
         workers.share(np.zeros((5, 3)))
 
 
-@pytest.mark.parametrize("name", ["lstm_lm", "treelstm"])
-def test_two_horovod_workers_equal_one_process(name, tmp_path):
+@pytest.mark.parametrize("name, mode", [("lstm_lm", "--dynamic"), ("treelstm", "--dynamic"),
+                                        ("treelstm", "--whole-step")])
+def test_two_horovod_workers_equal_one_process(name, mode, tmp_path):
     """The script as a user runs it under horovodrun (workers on 127.0.0.1): rank 0's
-    final checkpoint equals the single-process run's parameters and losses."""
+    final checkpoint equals the single-process run's parameters and losses. With
+    --whole-step, Horovod's DistributedTrainers update fused (rank 0's last line)."""
     module, argv = SMALL[name]
     checkpoints = tmp_path / "workers"
-    local_workers.run([sys.executable, os.path.join(TRAIN_DIR, module.__name__ + ".py")] + argv
-                      + ["--dynamic", "--quiet", "--checkpoint", str(checkpoints),
-                         "--plot", str(tmp_path / "workers.png")],
-                      size=2, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    single = run(name, tmp_path, "--dynamic")
+    outputs = local_workers.run(
+        [sys.executable, os.path.join(TRAIN_DIR, module.__name__ + ".py")] + argv
+        + [mode, "--quiet", "--checkpoint", str(checkpoints),
+           "--plot", str(tmp_path / "workers.png")],
+        size=2, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    single = run(name, tmp_path, mode)
+    if mode == "--whole-step":      # one trainer per block
+        assert "; updates fused: %s;" % ", ".join(
+            "%s %d" % (block, steps_of(name)) for block in sorted(single["params"])) \
+            in outputs[0][0], outputs[0][0]
     with open(checkpoints / "progress.json") as f:
         np.testing.assert_allclose(json.load(f)["losses"], single["losses"], rtol=1e-5)
     for block, params in single["params"].items():

@@ -19,6 +19,7 @@ import gan  # noqa: E402
 import lenet  # noqa: E402
 import lstm_lm  # noqa: E402
 import tree_sentiment  # noqa: E402
+from trainkit.workers import Workers  # noqa: E402
 
 # Small settings of every script (and both tree cells), quick to compile.
 SMALL = {
@@ -88,6 +89,30 @@ def test_report_steps_are_interleaved_and_mxnet_variants_checked():
     with pytest.raises(AssertionError, match="B disagrees with A"):
         training_report.interleaved(variants, warmup=1, timed=1, checked=["A", "B"])
     assert training_report.interleaved(variants, warmup=1, timed=1, checked=["A"])
+
+
+@pytest.mark.parametrize("name", ["lenet", "treernn"])      # Adam, AdaGrad
+def test_report_checks_the_whole_step_against_imperative(name, monkeypatch):
+    """measure_training's warm-up steps check every MXNet variant, the whole step's
+    fused updates too, against the script as written (MXNet's side only here); a
+    whole step that trained otherwise (a learning rate 50% off) stops the report."""
+    script, flags = SMALL[name]
+    monkeypatch.setattr(training_report.harness, "torch_installed", lambda: False)
+    rates, note, checks, _ = training_report.measure_training(name, script, flags, 3, 2)
+    assert sorted(rates) == sorted(title for title, _ in training_report.MXNET_VARIANTS)
+    assert training_report.WHOLE_STEP in rates and not checks
+    trainer_name = {"lenet": "lenet", "treernn": "model"}[name]
+    assert "Whole step: updates fused: %s 5;" % trainer_name in note, note   # 3 warm-up, 2 timed
+    trainer = Workers.trainer
+
+    def fused_trainer_off(self, params, optimizer, options, prefix=""):
+        if self.fused_updates:
+            options = dict(options, learning_rate=options["learning_rate"] * 1.5)
+        return trainer(self, params, optimizer, options, prefix)
+    monkeypatch.setattr(Workers, "trainer", fused_trainer_off)
+    with pytest.raises(AssertionError,
+                       match="gluon_dyn whole step disagrees with MXNet imperative"):
+        training_report.measure_training(name, script, flags, 3, 2)
 
 
 def test_initial_values_are_shared_before_deferred_initialisation():

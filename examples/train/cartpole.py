@@ -55,8 +55,7 @@ class CartPoleTraining(trainkit.Training):
         mx.random.seed(args.seed)
         self.net = Policy(args.hidden, args.layers, prefix="policy_")
         self.net.initialize(mx.init.Xavier())
-        if args.dynamic:
-            self.net.hybridize(dynamic=True, backend=args.backend)
+        trainkit.hybridize(self.net, args)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr})
         self.blocks, self.trainers = {"policy": self.net}, {"policy": self.trainer}

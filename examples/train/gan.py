@@ -78,8 +78,7 @@ class GanTraining(trainkit.Training):
         self.discriminator = Discriminator(args.hidden, prefix="discriminator_")
         for net in (self.generator, self.discriminator):
             net.initialize(mx.init.Xavier())
-            if args.dynamic:
-                net.hybridize(dynamic=True, backend=args.backend)
+            trainkit.hybridize(net, args)
         options = {"learning_rate": args.lr, "beta1": 0.5}
         self.g_trainer = workers.trainer(self.generator.collect_params(), "adam", options, "g")
         self.d_trainer = workers.trainer(self.discriminator.collect_params(), "adam", options, "d")

@@ -43,8 +43,7 @@ class DigitsTraining(trainkit.Training):
         mx.random.seed(args.seed)
         self.net = LeNet(prefix="lenet_")
         self.net.initialize(mx.init.Xavier())
-        if args.dynamic:
-            self.net.hybridize(dynamic=True, backend=args.backend)
+        trainkit.hybridize(self.net, args)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr})
         self.blocks, self.trainers = {"lenet": self.net}, {"lenet": self.trainer}

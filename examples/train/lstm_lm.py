@@ -65,8 +65,7 @@ class TextTraining(trainkit.Training):
         mx.random.seed(args.seed)
         self.net = LanguageModel(len(chars), args.embed, args.hidden, prefix="lm_")
         self.net.initialize(mx.init.Xavier())
-        if args.dynamic:
-            self.net.hybridize(dynamic=True, backend=args.backend)
+        trainkit.hybridize(self.net, args)
         self.trainer = workers.trainer(self.net.collect_params(), "adam",
                                        {"learning_rate": args.lr, "clip_gradient": 1.0})
         self.blocks, self.trainers = {"lm": self.net}, {"lm": self.trainer}

@@ -120,8 +120,7 @@ class SentimentTraining(trainkit.Training):
         mx.random.seed(args.seed)
         self.net = CELLS[args.cell](args.embed, args.hidden, prefix="tree%s_" % args.cell)
         self.net.initialize(mx.init.Xavier())
-        if args.dynamic:
-            self.net.hybridize(dynamic=True, backend=args.backend)
+        trainkit.hybridize(self.net, args)
         self.trainer = workers.trainer(self.net.collect_params(), "adagrad",
                                        {"learning_rate": args.lr, "wd": 1e-4})
         self.blocks, self.trainers = {"model": self.net}, {"model": self.trainer}

@@ -68,12 +68,16 @@ def gradient_dead_outputs(graph):
 def has_history(array):
     """Whether autograd recorded `array` or marks it (attach_grad): MXNet 1.9.1 gives
     the recorded graph of such an array only. Imperatively MXNet records no operation
-    whose inputs all lack history."""
+    whose inputs all lack history.
+
+    An array without history that a recorded operation read gets a variable node with
+    no gradient buffer (imperative.cc's RecordOp): still no history. A graph's kept
+    constants are read by every recorded run, so after the first they all have one."""
     try:
-        autograd.get_symbol(array)
+        recorded = autograd.get_symbol(array)
     except mx.base.MXNetError:
         return False
-    return True
+    return recorded.get_children() is not None or array.grad is not None
 
 
 def outputs_reading_only(graph, names):

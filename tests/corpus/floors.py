@@ -1,7 +1,8 @@
 """Issue 26's floors over the whole corpus, from `make corpus`'s rows
 (benchmarks/corpus_report.py prints and writes which hold): the share of calls on
 graphs, programs without graph breaks, speed against imperative, first calls and
-peak memory. Not a pass/fail test: speed is timed, and the suite asserts what must
+peak memory; and programs that were not correct or could not be timed (their
+rows say why). Not a pass/fail test: speed is timed, and the suite asserts what must
 always hold (every program correct, no program worse than its expected file,
 every program under half on graphs saying why: tests/test_corpus.py)."""
 import statistics
@@ -10,7 +11,10 @@ import statistics
 def misses(rows):
     """The floors `rows` (corpus_report's, one per program) miss, in words."""
     correct = [row for row in rows if row["correct"]]
-    found = []
+    found = ["%s is not correct: %s" % (row["name"], row["wrong"])
+             for row in rows if not row["correct"]]
+    found += ["%s, %s: not timed (%s)" % (row["name"], kind, why)
+              for row in rows for kind, why in sorted(row["not_timed"].items())]
     share = statistics.mean(row["share_on_graphs"] or 0 for row in correct) if correct else 0
     if share < 0.9:
         found.append("%.0f%% of calls after profiling on graphs (mean over programs), floor 90%%"

@@ -1,7 +1,7 @@
 """What the training scripts in examples/train share: the command line and the
 training loop around a script's model (run.py), the Horovod set-up
 (workers.py), the progress bar, checkpoints and loss-curve plots."""
-from .run import Training, main
+from .run import Training, hybridize, main
 from .workers import Workers
 
-__all__ = ["Training", "Workers", "main"]
+__all__ = ["Training", "Workers", "hybridize", "main"]

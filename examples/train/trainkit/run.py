@@ -56,6 +56,9 @@ def parse_args(script, argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dynamic", action="store_true",
                         help="run the models with hybridize(dynamic=True)")
+    parser.add_argument("--whole-step", action="store_true",
+                        help="--dynamic, and each trainer's update of all parameters as a few "
+                             "fused MXNet calls (gluon_dyn.fused_updates)")
     parser.add_argument("--backend", choices=["mxnet", "tvm"], default="mxnet",
                         help="with --dynamic: run inference calls on TVM where faster")
     parser.add_argument("--steps", type=int, default=defaults["steps"])
@@ -75,7 +78,42 @@ def parse_args(script, argv):
         parser.error("--resume needs --checkpoint DIR")
     if args.steps < 0 or args.batch_size < 1 or args.checkpoint_every < 1:
         parser.error("--steps must be >= 0, --batch-size and --checkpoint-every >= 1")
+    args.dynamic = args.dynamic or args.whole_step
     return args
+
+
+def mode(args):
+    """How the run trains, for titles: "", " (dynamic)" or " (whole step)"."""
+    return " (whole step)" if args.whole_step else " (dynamic)" if args.dynamic else ""
+
+
+def hybridize(block, args):
+    """The script's models with --dynamic: hybridize(dynamic=True). With --whole-step
+    the graphs serve every call they can (check_speed=False): the step runs as graphs,
+    as asked, rather than as written wherever timings on a busy machine say Python
+    was faster."""
+    if args.dynamic:
+        block.hybridize(dynamic=True, backend=args.backend,
+                        check_speed=False if args.whole_step else None)
+
+
+def setup(script, args):
+    """The script's Training and its Workers, for these parsed flags."""
+    workers = Workers(fused_updates=args.whole_step)
+    return script.TRAINING(args, workers), workers
+
+
+def updates_note(trainers):
+    """How the updates of each trainer (a dict by name) ran, from
+    gluon_dyn.training.report: "updates fused: discriminator 4, generator 4", those
+    MXNet's loop ran counted with their reason."""
+    notes = []
+    for name, trainer in sorted(trainers.items()):
+        report = gluon_dyn.training.report(trainer)
+        notes.append("%s %d%s" % (name, report["fused_steps"], "".join(
+            " (%d by MXNet's loop: %s)" % (count, why)
+            for why, count in sorted(report["loop_steps"].items()))))
+    return "updates fused: " + ", ".join(notes)
 
 
 def step_seed(args, index, rank):
@@ -88,18 +126,18 @@ def main(script, argv=None):
     """Runs a training script (a module with NAME, DEFAULTS, TRAINING, and
     optionally add_arguments); returns a dict: per-step losses (mean per sample
     over all workers), metrics, final parameters (numpy, by block), throughput
-    (samples/s after warm-up, all workers), gluon_dyn's reports (dynamic runs)."""
+    (samples/s after warm-up, all workers), gluon_dyn's reports (dynamic runs: the
+    blocks'; whole-step runs: the trainers' too)."""
     args = parse_args(script, argv)
     name = script.NAME
-    workers = Workers()
-    training = script.TRAINING(args, workers)
+    training, workers = setup(script, args)
     first, losses = 0, []
     if args.resume:
         first, losses, arrays = checkpoint.load(args.checkpoint, training.blocks,
                                                 training.trainers)
         training.carry(arrays)
     chief = workers.rank == 0
-    bar = ProgressBar(name + (" (dynamic)" if args.dynamic else ""), args.steps, first,
+    bar = ProgressBar(name + mode(args), args.steps, first,
                       enabled=chief and not args.quiet)
     started = time.perf_counter()
     for index in range(first, args.steps):
@@ -122,16 +160,19 @@ def main(script, argv=None):
                                       block._collect_params_with_prefix().items()}
                          for block_name, block in training.blocks.items()},
               "reports": {block_name: gluon_dyn.hybridize.report(block)
-                          for block_name, block in training.blocks.items() if args.dynamic}}
+                          for block_name, block in training.blocks.items() if args.dynamic},
+              "trainer_reports": {trainer_name: gluon_dyn.training.report(trainer)
+                                  for trainer_name, trainer in training.trainers.items()
+                                  if args.whole_step}}
     if chief:
         if losses:
             path = args.plot or "%s-loss.png" % name
-            plot.loss_curve(path, losses, "%s%s, %d steps" % (
-                name, " (dynamic)" if args.dynamic else "", len(losses)))
+            plot.loss_curve(path, losses, "%s%s, %d steps" % (name, mode(args), len(losses)))
             result["plot"] = os.path.abspath(path)
-        print("%s: %s; %s samples/s%s" % (
+        print("%s: %s; %s samples/s%s%s" % (
             name, ", ".join("%s %.4g" % item for item in metrics.items()),
             "%.1f" % result["throughput"] if result["throughput"] else "-",
+            "; " + updates_note(training.trainers) if args.whole_step else "",
             "; loss curve " + result["plot"] if "plot" in result else ""))
     workers.shutdown()
     return result

@@ -1,14 +1,18 @@
 """This process's place in data-parallel training: one process, or one of the
-Horovod workers started by `horovodrun` (which sets HOROVOD_RANK)."""
+Horovod workers started by `horovodrun` (which sets HOROVOD_RANK); and how the
+Trainers it makes update (`--whole-step`: gluon_dyn's fused updates)."""
 import os
 
 import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+import gluon_dyn
+
 
 class Workers:
-    def __init__(self):
+    def __init__(self, fused_updates=False):
+        self.fused_updates = fused_updates
         self.hvd = None
         self.rank, self.size = 0, 1
         if "HOROVOD_RANK" in os.environ:
@@ -20,11 +24,14 @@ class Workers:
         """gluon.Trainer in one process; across workers, parameters broadcast from
         rank 0 (those still awaiting deferred initialisation when they initialise)
         and gradients averaged by Horovod's DistributedTrainer. `prefix` tells
-        several trainers' tensors apart."""
+        several trainers' tensors apart. With `fused_updates` (--whole-step), every
+        step updates all parameters as gluon_dyn.fused_updates makes it."""
         if self.hvd is None:
-            return gluon.Trainer(params, optimizer, options)
-        self.hvd.broadcast_parameters(params, prefix=prefix)
-        return self.hvd.DistributedTrainer(params, optimizer, options, prefix=prefix)
+            trainer = gluon.Trainer(params, optimizer, options)
+        else:
+            self.hvd.broadcast_parameters(params, prefix=prefix)
+            trainer = self.hvd.DistributedTrainer(params, optimizer, options, prefix=prefix)
+        return gluon_dyn.fused_updates(trainer) if self.fused_updates else trainer
 
     def share(self, rows, axis=0):
         """This worker's contiguous share of a batch (a numpy array, split on `axis`;

@@ -25,7 +25,7 @@ from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
 from .served import CallCounts, Served
-from ..timing.speed_check import GRAPH, SpeedCheck
+from ..timing.speed_check import GRAPH, PYTHON, SpeedCheck
 from ..conversion.transpiler import as_converted, as_written, convert_block, running_as_written
 from .tvm_backend import TvmBackend
 from ..capturing.weak_binding import BlockReference
@@ -198,6 +198,10 @@ class BlockRunner:
         if plan is None:
             return self._run(executor, args)
         variant, timed = plan
+        if executor is None:
+            # Routed to the forward as written, but recording a pending sample just
+            # made a re-check due, which asks for the graph first: it runs next call.
+            variant = PYTHON
         if variant == GRAPH:
             run = lambda: self._run(executor, args)   # noqa: E731
         else:

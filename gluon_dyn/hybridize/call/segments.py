@@ -4,8 +4,10 @@ Parts around the breaking statements run as graph segments, each through a runne
 of its own, so each is its own all-or-nothing unit: it has run and applied its
 writes before the next starts, and when its guard fails only that part runs again
 as Python, from its start; the breaking statements run as Python with the values
-the segments produced. A segment that breaks again splits itself the same way.
+the segments produced (the functions and methods they call as written, not
+converted). A segment that breaks again splits itself the same way.
 """
+from ..conversion.transpiler import as_written
 from ..partition import graph_breaks
 from .served import Served
 
@@ -24,14 +26,17 @@ class SegmentedForward:
         ran = []   # per graph part that ran: whether graphs served it
         for part, runner in zip(self.parts, self.runners):
             if runner is None:
-                result = part.function(self._block(), *live)
-                if part is not self.parts[-1]:
-                    marker, result = result
-                    if marker == graph_breaks.RETURNED:   # the forward returned there
-                        return result, _served(ran)
+                # Python between the segments, at the cost of Python: the code it
+                # calls runs as written, not converted (calls.py).
+                with as_written():
+                    result = part.function(self._block(), *live)
             else:
                 result = runner(*live)
                 ran.append(runner.served_on_graphs())
+            if part.marked:
+                marker, result = result
+                if marker == graph_breaks.RETURNED:   # the forward returned there
+                    return result, _served(ran)
             live = result
         return live, _served(ran)
 

@@ -16,9 +16,10 @@ from ... import graph_json, native
 from ...ops import gradient_flow
 from . import arguments, deferred, deferred_init, guards, tracing
 from .argument_writes import argument_writes
+from .hidden_parameters import hidden_parameters
 from .host_values import is_host_value
 from .numpy_interface import as_legacy, is_numpy_symbol
-from .outputs import OutputTemplates, holds_alias as _holds_alias
+from .outputs import OutputTemplates, holds_alias as _holds_alias, rebuild_outputs
 from .weak_binding import BlockReference
 from .python_state import (NUMBER_TYPES, Rollback, StateChanged, as_list, block_tree, like,
                            is_tensor_value, owner_of, state_attributes, tensor_attributes)
@@ -118,6 +119,15 @@ def _tensor_write(path, value):
     return StateWrite(path, count, lambda outputs: outputs[0])
 
 
+def _rebound_write(path, value, where):
+    """(StateWrite, graph outputs) for a list or dict attribute the forward set to
+    `value`, a new one, which may hold graph values at any depth."""
+    templates = OutputTemplates(where)
+    template = templates.template(value)
+    return StateWrite(path, len(templates.symbols),
+                      lambda outputs: rebuild_outputs(template, outputs)), templates.symbols
+
+
 def _number_write(path, number_type):
     # .item(): the number may come from np code, as an np array (shape ()).
     return StateWrite(path, 1, lambda outputs: python_number(outputs[0].asnumpy().item(),
@@ -207,6 +217,9 @@ class Tracer:
         self.number_paths = set()
         # Lists and dicts on blocks that traces wrote and did not read (deferred.py).
         self.containers_written, self.containers_read = set(), set()
+        # Lists and dicts on blocks that traces replaced by new ones (d2l's
+        # `self._attention_weights = [[None] * n, ...]`), written back after each run.
+        self.containers_rebound = set()
 
     @property
     def block(self):
@@ -216,7 +229,8 @@ class Tracer:
     def unkeyed_paths(self):
         """Attributes of the block tree the cache key leaves out: graph inputs, or
         containers graphs only write to."""
-        return self.number_paths | (self.containers_written - self.containers_read)
+        return self.number_paths | ((self.containers_written | self.containers_rebound) -
+                                    self.containers_read)
 
     def capture(self, args, layout, exact, export=None):
         """A Capture of the forward on `args`; traced again while a trace finds numbers
@@ -341,13 +355,19 @@ class Tracer:
         copies, which are then put back as they were; `read`: those it read."""
         writes = []
         self.containers_read |= read
+        rebound = []
         for path, (owner, attr, original, copy) in watched.items():
+            now = getattr(owner, attr)
             setattr(owner, attr, original)
             found = deferred.container_writes(path, original, copy, self.where)
             if found:
                 self.containers_written.add(path)
             writes += found
-        return writes
+            if now is not copy:
+                self.containers_rebound.add(path)
+                rebound.append(_rebound_write(path, now, self.where))
+        # After the writes to the containers they replace (found by their paths).
+        return writes + rebound
 
     def _number_writes(self, numbers):
         """(StateWrite, graph outputs) for each number-state attribute the trace changed."""
@@ -393,7 +413,7 @@ class Tracer:
         graph = mx.sym.Group(heads)
         _finish_deferred_initialization(graph, trace.shapes, params)
         captured = {var.name: CapturedInput(array) for var, array in trace.captured.values()}
-        inputs = []
+        inputs, hidden = [], None
         for name in graph.list_inputs():
             if name in sources:
                 inputs.append(sources[name])
@@ -402,11 +422,15 @@ class Tracer:
             elif name in captured:
                 inputs.append(captured[name])
             else:
-                # A placeholder of a loop or branch body read outside that body.
-                raise tracing.FallbackRequired(
-                    "a value computed inside a graph loop or branch is used outside it (for example "
-                    "appended to a list inside a loop on a tensor); graph input %r" % name,
-                    self.where)
+                # A child made by the trace, or kept out of Gluon's tree (hidden_parameters.py).
+                hidden = hidden_parameters(self.block) if hidden is None else hidden
+                if name not in hidden:
+                    # A placeholder of a loop or branch body read outside that body.
+                    raise tracing.FallbackRequired(
+                        "a value computed inside a graph loop or branch is used outside it (for "
+                        "example appended to a list inside a loop on a tensor); graph input %r"
+                        % name, self.where)
+                inputs.append(ParameterInput(hidden[name]))
         return Capture(graph, inputs, len(outputs), out_format, all_writes, list(trace.guards),
                        shape_reads, exact, block_tree(self.block)[1:],
                        [params[name] for name in conditional], changed_arguments,

@@ -66,13 +66,19 @@ def global_state():
     return tuple(values)
 
 
-# Bumped whenever a child is registered, or a block's state attribute set to a value
-# it is walked otherwise or deleted (patches.py): a block tree's attributes are
-# walked again only then, not after each call of a recurrent cell (its `_counter`)
-# or each graph run writing arrays of the same shapes back. Lists, dicts and sets
-# change in place: their keys are made again when their contents changed.
+# A block tree's attributes are walked again only where they changed, not after each
+# call of a recurrent cell (its `_counter`) or each graph run writing arrays of the
+# same shapes back: a block's version is bumped whenever its state attribute is set
+# to a value it is walked otherwise or deleted, and the structure's whenever a child
+# is registered (patches.py); `_changes` counts both, so that a tree nothing changed
+# in is not looked at block by block. A model that assigns a new list to one block
+# on every call (d2l's attention weights) re-walks that block, not its 100 blocks.
+# Lists, dicts and sets change in place: their keys are made again when their
+# contents changed.
 _changes = [0]
-_walked = weakref.WeakKeyDictionary()   # block -> _WalkedTree
+_structure = [0]
+_versions = weakref.WeakKeyDictionary()     # block -> changes to its walked attributes
+_walked = weakref.WeakKeyDictionary()       # block -> _WalkedTree
 
 
 def noting_block_changes(method):
@@ -81,6 +87,8 @@ def noting_block_changes(method):
     if method.__name__ not in ("__setattr__", "__delattr__"):
         def counting(self, *args, **kwargs):
             _changes[0] += 1
+            _structure[0] += 1
+            _versions[self] = _versions.get(self, 0) + 1
             return method(self, *args, **kwargs)
         return counting
 
@@ -88,6 +96,7 @@ def noting_block_changes(method):
         if is_state_attribute(name) and not (
                 value and _walked_alike(vars(self).get(name, _MISSING), value[0])):
             _changes[0] += 1
+            _versions[self] = _versions.get(self, 0) + 1
         return method(self, name, *value)
     return counting_state
 
@@ -120,45 +129,83 @@ def _same_simple(a, b):
 
 def _walked_tree(block):
     walked = _walked.get(block)
-    if walked is None or walked.changes != _changes[0]:
-        walked = _walked[block] = _WalkedTree(_changes[0], _walk(block))
+    if walked is None or walked.structure != _structure[0]:
+        walked = _walked[block] = _WalkedTree(block)
+    elif walked.changes != _changes[0]:
+        walked.update()
     return walked
 
 
 class _WalkedTree:
-    """The entries _walk found in a block tree, and the key items made from them last:
+    """The key items of a block tree: its blocks' (_WalkedBlock), each walked again
+    when its version changed."""
+
+    def __init__(self, block):
+        self.structure, self.changes = _structure[0], _changes[0]
+        self.blocks = [_WalkedBlock(node, path) for node, path in _nodes(block)]
+        self.parts = None           # each block's key items, as `keyed` was made from
+        self.unkeyed = None         # the unkeyed paths `keyed` left out
+        self.keyed = None
+
+    def update(self):
+        self.changes = _changes[0]
+        for walked in self.blocks:
+            walked.update()
+
+    def key_items(self, unkeyed):
+        """The key items of the tree's entries, those of the paths in `unkeyed` left out."""
+        parts = [walked.key_items(unkeyed) for walked in self.blocks]
+        if self.keyed is None or self.unkeyed != unkeyed or \
+                not all(map(operator.is_, parts, self.parts)):
+            self.parts, self.unkeyed = parts, frozenset(unkeyed)
+            self.keyed = tuple(item for part in parts for item in part if item[0] not in unkeyed)
+        return self.keyed
+
+
+class _WalkedBlock:
+    """The entries _walk found in one block, and the key items made from them last:
     made again where a list, dict or set among them holds other contents. One holding
     only simple values, which cannot change in place, holds the same contents while
     it holds the same objects (MXNet's layers keep their operators' arguments in a
     dict: 106 of them in a MobileNetV2, checked in C, without a Python step per
-    item); others are keyed again at every call."""
+    item); others are keyed again at every call, but for those whose paths are
+    unkeyed."""
 
-    def __init__(self, changes, entries):
-        self.changes = changes
-        self.entries = entries
+    def __init__(self, node, path):
+        self.node, self.path = weakref.ref(node), path
+        self.version = None
+        self.update()
+
+    def update(self):
+        node = self.node()
+        if node is None:    # gone from the tree without a change to its structure counted
+            return
+        version = _versions.get(node, 0)
+        if version == self.version:
+            return
+        self.version = version
+        self.entries = _walk_block(node, self.path)
         self.items = None           # the key items, as made last
         self.simple = []            # the containers of simple values when keyed
         self.views = []             # ... live views of what they hold (dicts: keys, values)
         self.held = []              # ... what those held then, in order (kept alive)
         self.sizes = []             # ... their sizes then
         self.others = []            # (index in entries, container) of the other containers
-        self.unkeyed = None         # the unkeyed paths `keyed` left out
-        self.keyed = None
+        self.unkeyed = None         # the unkeyed paths whose containers were not keyed again
 
     def key_items(self, unkeyed):
-        """The key items of the tree's entries, those of the paths in `unkeyed` left out."""
-        if self.items is None or not self._simple_unchanged():
+        if self.items is None or not self._simple_unchanged() or (
+                unkeyed is not self.unkeyed and unkeyed != self.unkeyed):
             self._key_all()
+            self.unkeyed = frozenset(unkeyed)
         elif self.others:
             items = list(self.items)
             for index, container in self.others:
-                items[index] = (items[index][0], _mutable_key(container))
+                if items[index][0] not in unkeyed:
+                    items[index] = (items[index][0], _mutable_key(container))
             if items != list(self.items):
-                self.items, self.keyed = tuple(items), None
-        if self.keyed is None or self.unkeyed != unkeyed:
-            self.unkeyed = frozenset(unkeyed)
-            self.keyed = tuple(item for item in self.items if item[0] not in unkeyed)
-        return self.keyed
+                self.items = tuple(items)
+        return self.items
 
     def _simple_unchanged(self):
         return list(map(len, self.simple)) == self.sizes and all(
@@ -180,31 +227,30 @@ class _WalkedTree:
                 self.others.append((index, container))
         self.held = list(itertools.chain.from_iterable(self.views))
         self.sizes = list(map(len, self.simple))
-        self.keyed = None
 
 
 # Tree walks below are loops over a stack, not nested recursive functions: such a
 # function refers to itself through its closure, a reference cycle that would
 # keep what it found (blocks, arrays) alive until Python's cyclic collector runs.
 
-def _walk(block):
-    """[(key item, the list/dict/set it keys, or None)] of the block tree."""
+def _walk_block(node, path):
+    """[(key item, the list/dict/set it keys, or None)] of one block's attributes and
+    children."""
     entries = []
-    for node, path in _nodes(block):
-        # Filtered before sorting: a Gluon block holds many private attributes.
-        for name, value in sorted((name, value) for name, value in vars(node).items()
-                                  if is_state_attribute(name) and
-                                  not isinstance(value, _SKIPPED_TYPES)):
-            if _is_simple(value):
-                entries.append(((path + name, value), None))
-            elif isinstance(value, (list, dict, set)):
-                entries.append(((path + name, None), value))
-            elif is_tensor_value(value):    # state: its arrays are graph inputs
-                entries.append(((path + name, tensors_key(value)), None))
-        for child_name, child in node._children.items():
-            # Which block: a replaced layer is a different graph (its parameters
-            # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
-            entries.append(((path + child_name, ("block", id(child))), None))
+    # Filtered before sorting: a Gluon block holds many private attributes.
+    for name, value in sorted((name, value) for name, value in vars(node).items()
+                              if is_state_attribute(name) and
+                              not isinstance(value, _SKIPPED_TYPES)):
+        if _is_simple(value):
+            entries.append(((path + name, value), None))
+        elif isinstance(value, (list, dict, set)):
+            entries.append(((path + name, None), value))
+        elif is_tensor_value(value):    # state: its arrays are graph inputs
+            entries.append(((path + name, tensors_key(value)), None))
+    for child_name, child in node._children.items():
+        # Which block: a replaced layer is a different graph (its parameters
+        # are graph inputs). Graphs keep their blocks alive, so ids stay unique.
+        entries.append(((path + child_name, ("block", id(child))), None))
     return entries
 
 
@@ -243,8 +289,12 @@ def contents_key(container):
     they captured alive, so identities stay unique."""
     if len(container) > MAX_KEYED_ITEMS:
         return ("large", len(container), id(container))
-    items = sorted(container.items(), key=repr) if isinstance(container, dict) else \
-        sorted(container, key=repr) if isinstance(container, set) else container
+    # A dict in its order (a forward iterating it sees that order), keyed without
+    # repr of its values (d2l's `hparams` holds whole sub-networks); a set's items
+    # sorted by the repr of their keys.
+    if isinstance(container, set):
+        return ("contents", tuple(sorted(map(_item_key, container), key=repr)))
+    items = container.items() if isinstance(container, dict) else container
     return ("contents", tuple(_item_key(item) for item in items))
 
 

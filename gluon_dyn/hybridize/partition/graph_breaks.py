@@ -54,11 +54,15 @@ class CannotSplit(Exception):
 class Part:
     """One piece of a split forward: `function(self, *live_in)` returns the values
     of `live_out` (a tuple), or, for the last part, what the forward returns.
-    `breaking`: it runs as Python and returns (RETURNED, value) or (LIVE, values)."""
+    `breaking`: it runs as Python. `marked`: it returns (RETURNED, value) where the
+    forward returns, else (LIVE, values): every part but the last that runs as
+    Python, and a graph part before the break holding a `return` (a model's
+    `if autograd.is_training(): return ...` before its post-processing)."""
     function: types.FunctionType
     live_in: tuple
     live_out: tuple
     breaking: bool
+    marked: bool = False
 
 
 class HybridScope:
@@ -160,9 +164,10 @@ def split(function, location, hybrid=None):
     not. `hybrid`: the HybridScope of a HybridBlock's hybrid_forward (a part of one
     holds its own).
 
-    The statements before the break form a graph part unless one of them may
-    return or leaves a variable later read maybe unassigned: then they run as
-    Python with the breaking statement."""
+    The statements before the break form a graph part unless one of them leaves a
+    variable later read maybe unassigned: then they run as Python with the breaking
+    statement. A graph part that may return says whether it did, as a part that runs
+    as Python does (Part.marked)."""
     if function.__code__.co_freevars:
         raise CannotSplit("the forward uses variables of an enclosing function (%s)"
                           % ", ".join(function.__code__.co_freevars))
@@ -190,7 +195,7 @@ def split(function, location, hybrid=None):
         raise CannotSplit("the statement at %s is not in the forward's body" % location)
     before, breaking, after = body[:index], [body[index]], body[index + 1:]
     params = _parameters(definition.args)
-    if before and (_returns(before) or _unsure(definition.args, before, breaking + after)):
+    if before and _unsure(definition.args, before, breaking + after):
         before, breaking = [], before + breaking
     pieces = [(stmts, python) for stmts, python in ((before, False), (breaking, True),
                                                      (after, False)) if stmts]
@@ -205,9 +210,11 @@ def split(function, location, hybrid=None):
         # first is theirs: this part may leave it unassigned).
         live_out = () if last else tuple(sorted(
             _read_first(_rest(pieces, position + 1)) & (defined - {self_name})))
+        marked = not last and (python or _returns(stmts))
         compiled = _compile(function, filename, lines, first, definition, stmts,
-                            None if position == 0 else live_in, live_out, last, python, hybrid)
-        parts.append(Part(compiled, () if position == 0 else live_in, live_out, python))
+                            None if position == 0 else live_in, None if last else live_out,
+                            python, marked, hybrid)
+        parts.append(Part(compiled, () if position == 0 else live_in, live_out, python, marked))
         live_in = live_out
     return parts
 
@@ -307,14 +314,15 @@ def _return_nodes(stmts):
     return found
 
 
-def _compile(function, filename, lines, first, definition, stmts, live_in, live_out, last,
-             python, hybrid):
+def _compile(function, filename, lines, first, definition, stmts, live_in, live_out, python,
+             marked, hybrid):
     """A function of `stmts`, their source lines kept at their line numbers (so that
     converted code and errors name the user's lines); with `hybrid` (a HybridScope),
-    its line before them binds F and the parameters."""
+    its line before them binds F and the parameters. `live_out` None: the last part,
+    returning what the forward returns."""
     start, end = stmts[0].lineno, stmts[-1].end_lineno
     body = lines[start - first:end - first + 1]
-    if python and not last:
+    if marked:
         # Column offsets count from the dedented source the AST was parsed from.
         shift = len(lines[0]) - len(lines[0].lstrip())
         body = _marking_returns(body, start, shift, stmts)
@@ -326,7 +334,9 @@ def _compile(function, filename, lines, first, definition, stmts, live_in, live_
     else:
         signature = ", ".join([_parameters(definition.args)[0]] + list(live_in))
         passed = list(live_in)
-    keywords = ([UNBOUND] if python and not last else []) + ([HYBRID] if hybrid else [])
+    # A part running as Python may leave a live variable unassigned (_unsure).
+    unsure = python and marked
+    keywords = ([UNBOUND] if unsure else []) + ([HYBRID] if hybrid else [])
     if keywords:
         signature += ("," if signature else "") + " *, " + ", ".join(
             "%s=None" % keyword for keyword in keywords)
@@ -341,12 +351,15 @@ def _compile(function, filename, lines, first, definition, stmts, live_in, live_
                                                 _parameters(definition.args)[0],
                                                 "".join("%s, " % v for v in passed)))
     source_lines = ["\n"] * (start - 1 - len(head)) + head + body
-    if python and not last:
+    if unsure:
         values = "".join("%s if %r in locals() else __gluon_dyn_unbound__(%r), " % (v, v, v)
                          for v in live_out)
+    else:
+        values = "".join("%s, " % v for v in live_out or ())
+    if marked:
         source_lines.append("%sreturn (%r, (%s))\n" % (indent, LIVE, values))
-    elif not last:
-        source_lines.append("%sreturn (%s)\n" % (indent, "".join("%s, " % v for v in live_out)))
+    elif live_out is not None:
+        source_lines.append("%sreturn (%s)\n" % (indent, values))
     source = "".join(source_lines)
     part_file = "<gluon_dyn %s of %s:%d>" % (name, filename, first)
     linecache.cache[part_file] = (len(source), None, source.splitlines(True), part_file)

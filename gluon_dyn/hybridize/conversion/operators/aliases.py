@@ -40,8 +40,10 @@ class _Aliases:
     def __init__(self):
         self.views = {}     # id(view) -> (view, View)
         self.viewed = {}    # id(base) -> ids of its views
-        # id(Symbol) -> (the Symbol, the effects.EffectFrame of the graph branch or
-        # loop body its operator was made in), for those made inside one.
+        # id(Symbol) -> (the Symbol, a weak reference to the effects.EffectFrame of
+        # the graph branch or loop body its operator was made in), for those made
+        # inside one. Weak: a frame holds its trace, and a value of _by_trace holding
+        # its key would keep every trace, and all its Symbols, alive for good.
         self.made = {}
         # Symbols holding the handles their objects gave up: kept for the trace, so
         # that no new Symbol reuses a handle the trace's caches know (tracing.py).
@@ -70,7 +72,7 @@ def note_made(symbol):
     a graph branch or loop body, note which."""
     trace = tracing.current()
     if trace is not None and trace.effect_frames:
-        _aliases().made[id(symbol)] = (symbol, trace.effect_frames[-1])
+        _aliases().made[id(symbol)] = (symbol, weakref.ref(trace.effect_frames[-1]))
 
 
 def _made_here(symbol):
@@ -80,7 +82,7 @@ def _made_here(symbol):
     if not frames:
         return True
     entry = _aliases().made.get(id(symbol))
-    return entry is not None and entry[0] is symbol and entry[1] is frames[-1]
+    return entry is not None and entry[0] is symbol and entry[1]() is frames[-1]
 
 
 def view_of(symbol):

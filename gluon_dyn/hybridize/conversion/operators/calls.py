@@ -48,8 +48,11 @@ _GUARDED = {id(function): _refuse_while_tracing(function) for function in (print
 
 
 def ld(value):
-    """Variable load; malt leaves builtins such as `print` as plain loads, not calls."""
-    return _GUARDED.get(id(value), value) if id(value) in _GUARDED else variables.ld(value)
+    """Variable load; malt leaves builtins such as `print` as plain loads, not calls.
+    Every variable read of converted code runs this: malt's own `ld` inlined."""
+    if isinstance(value, variables.Undefined):
+        return value.read()
+    return _GUARDED.get(id(value), value)
 
 
 def _as_symbol(value, trace):

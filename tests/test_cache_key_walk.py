@@ -1,0 +1,84 @@
+"""The cache key's walk of a block tree (python_state.py): a call re-walks only the
+blocks whose attributes changed, and keys a dict without the repr of its values,
+while every change anywhere in the tree still changes the key."""
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+
+import gluon_dyn
+from gluon_dyn.hybridize.capturing import python_state
+from dynamic_twins import assert_same, calls_on_graphs, twins
+
+
+class Scaled(gluon.Block):
+    """A Dense layer whose output is scaled by a Python number it keeps."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, in_units=3)
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self.dense(x) * self.scale
+
+
+class ReprCounted:
+    """An object a block keeps in a dict (d2l's `hparams` keep whole sub-networks)."""
+    reprs = 0
+
+    def __repr__(self):
+        ReprCounted.reprs += 1
+        return "ReprCounted()"
+
+
+class Deep(gluon.Block):
+    """Three levels of blocks; the innermost keeps a list it replaces on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.outer = gluon.nn.Sequential()
+        self.outer.add(Scaled(), Scaled())
+        self.hparams = {"kept": ReprCounted(), "size": 3}
+        self.log = []
+
+    def forward(self, x):
+        self.log = [x.shape[0]]
+        for layer in self.outer:
+            x = layer(x)
+        return x
+
+
+def make():
+    return Deep()
+
+
+def test_a_call_rewalks_only_the_blocks_it_changed(monkeypatch):
+    imperative, dynamic = twins(make, initialized=False, init=mx.init.Uniform(0.5),
+                                check_speed=False)
+    x = mx.nd.array(np.random.RandomState(0).standard_normal((2, 3)))
+    for _ in range(5):
+        assert_same(dynamic(x), imperative(x))
+    walked = []
+    original = python_state._walk_block
+    monkeypatch.setattr(python_state, "_walk_block",
+                        lambda node, path: walked.append(node) or original(node, path))
+    ReprCounted.reprs = 0
+    assert_same(dynamic(x), imperative(x))
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
+    # The forward replaced `log` on the top block: that block only, of 6.
+    assert walked == [dynamic]
+    assert ReprCounted.reprs == 0
+
+
+def test_a_change_deep_in_the_tree_changes_the_key():
+    imperative, dynamic = twins(make, initialized=False, init=mx.init.Uniform(0.5),
+                                check_speed=False)
+    x = mx.nd.array(np.random.RandomState(1).standard_normal((2, 3)))
+    for call in range(8):
+        if call == 5:
+            for block in (imperative, dynamic):
+                block.outer[1].scale = 3.0
+        assert_same(dynamic(x), imperative(x), "call %d" % call)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["traces"] == 2 and calls_on_graphs(dynamic) == 5
+    assert "Python value outer.1.scale" in report["cache_misses"][-1]
