@@ -86,6 +86,7 @@ def test_program_is_correct_and_no_worse_than_expected(name):
         "pytest tests/test_corpus.py -k %s" % (name, figures.expected(), figures_only, name)
 
 
+@pytest.mark.long
 def test_every_program_under_half_on_graphs_says_why():
     outcomes = {program.name: outcome(program.name) for program in PROGRAMS}
     unexplained = sorted(name for name, figures in outcomes.items()

@@ -35,6 +35,7 @@ SMALL = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_a_pytorch_twin_trains_as_its_script(name):
     script, flags = SMALL[name]
