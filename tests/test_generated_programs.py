@@ -4,6 +4,7 @@ with imperative execution, and graphs serve at least a floor of their calls."""
 import os
 import random
 
+import mxnet as mx
 import pytest
 
 from fuzzing import differential, programs
@@ -98,6 +99,47 @@ FUZZER_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing
 @pytest.mark.parametrize("name", sorted(os.listdir(FUZZER_FILES)))
 def test_program_the_fuzzer_wrote(name):
     assert_agrees_on_graphs(differential.check_file(os.path.join(FUZZER_FILES, name)))
+
+
+ILL_CONDITIONED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing",
+                               "ill_conditioned")
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(ILL_CONDITIONED)
+                                        if f.endswith(".py")))
+def test_an_ill_conditioned_call_is_told_apart_and_a_real_difference_is_not(name):
+    path = os.path.join(ILL_CONDITIONED, name)
+    outcome = differential.check_file(path)
+    assert outcome.problem is None and outcome.ill_conditioned, outcome.report
+    named_call = int(open(path).readline().split("call ")[1].split(":")[0])
+    assert outcome.ill_conditioned.startswith("call %d " % named_call)
+    # At the same call, an input gradient 100 times the imperative one is not
+    # excused by the program's sensitivity.
+    with open(path) as f:
+        text = f.read()
+    calls = differential._recorded_calls(text)
+    mx.random.seed(0)
+    block = differential.load(text)()
+    block.initialize(mx.init.Uniform(0.5))
+    for call in calls[:named_call]:
+        differential._run(block, call)
+    before = differential._state(block)
+    expected = differential._run(block, calls[named_call])
+    wrong = expected[:2] + (expected[2] * 100,) + expected[3:]
+    assert not differential._explained_by_conditioning(block, before, calls[named_call],
+                                                       expected, wrong)
+
+
+def test_a_wrong_result_of_a_well_conditioned_call_is_a_disagreement():
+    program, call_seed = REGRESSIONS["tensor break in a Python range loop"]
+    block = differential.load(programs.render(program))()
+    block.initialize()
+    call = differential.calls_for(call_seed)[0]
+    before = differential._state(block)
+    expected = differential._run(block, call)
+    wrong = (expected[0], expected[1], expected[2] * (1 + 1e-3)) + expected[3:]
+    assert differential._compare(expected, wrong)
+    assert not differential._explained_by_conditioning(block, before, call, expected, wrong)
 
 
 def test_a_program_file_is_checked_on_the_calls_it_names(tmp_path):

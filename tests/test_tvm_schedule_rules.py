@@ -6,8 +6,8 @@ import tvm
 from tvm import relax
 from tvm.relax import op as R
 
-from tvm_bridge import compiler, schedule_rules
-from tvm_bridge.schedule_rules import SpatialLanesReduction, TiledTranspose
+from tvm_bridge import compiler, inlining, schedule_rules
+from tvm_bridge.schedule_rules import InlinedElementwise, SpatialLanesReduction, TiledTranspose
 
 
 def _kernels(build, *shapes):
@@ -64,3 +64,43 @@ def test_a_transpose_is_tiled_and_an_elementwise_kernel_is_not_taken():
     # A 0-d result (`sum(x) > 0`, a while loop's condition) has no axes to tile.
     for kernel in _kernels(lambda x: R.greater(R.sum(x), relax.const(0.0, "float32")), (1,)):
         assert TiledTranspose().apply(kernel, target, False) is None
+
+
+def _largest_stored_value(schedule):
+    """Nodes of the largest value a block of `schedule` stores, and how many blocks."""
+    root = schedule.get_sblock("root")
+    values = [inlining._stored_value(schedule.get(block))
+              for block in schedule.get_child_blocks(root)]
+    return max(inlining._nodes(value) for value in values if value is not None), len(values)
+
+
+def test_chained_fast_tanh_is_inlined_without_copying_its_input_exponentially():
+    # Fast tanh reads its input 19 times: four chained, fully inlined, would be
+    # about 19**4 copies of the first (minutes and gigabytes in compute_inline).
+    def chain(x):
+        for _ in range(4):
+            x = R.tanh(R.multiply(x, relax.const(1.5, "float32")))
+        return x
+
+    kernel = _kernel(chain, (2, 8))
+    schedule = InlinedElementwise().apply(kernel, compiler.host_target(), False)
+    largest, blocks = _largest_stored_value(schedule)
+    assert blocks > 1 and largest <= 4 * inlining.DUPLICATED_NODES
+    x = np.random.uniform(-2, 2, (2, 8)).astype("float32")
+    expected = x
+    for _ in range(4):
+        expected = np.tanh(expected * 1.5)
+    np.testing.assert_allclose(_run(schedule, x, out_shape=(2, 8)), expected, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_an_lstm_cells_elementwise_work_is_still_one_block():
+    def cell_output(gates, c):
+        i, f, g, o = (R.strided_slice(gates, axes=[1], begin=[k * 8], end=[k * 8 + 8])
+                      for k in range(4))
+        c = R.add(R.multiply(R.sigmoid(f), c), R.multiply(R.sigmoid(i), R.tanh(g)))
+        return R.multiply(R.sigmoid(o), R.tanh(c))
+
+    schedule = InlinedElementwise().apply(_kernel(cell_output, (1, 32), (1, 8)),
+                                          compiler.host_target(), False)
+    assert _largest_stored_value(schedule)[1] == 1

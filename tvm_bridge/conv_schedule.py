@@ -18,10 +18,11 @@ loads, as in schedule_rules.PackedPanelGemm.
 from types import SimpleNamespace
 
 from tvm import s_tir, tirx
-from tvm.s_tir.dlight.base import get_extent, try_inline
+from tvm.s_tir.dlight.base import get_extent
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
 from .conv_as_matmul import BLOCK, COLUMNS_BLOCK
+from .inlining import inline_bounded
 from .schedule_rules import PACKED_ROW_BLOCKS, PACKED_SPARE_REGISTERS, _accumulators, lanes
 
 # Multiply-adds from which the tiles run in parallel: LeNet's first convolution at
@@ -98,7 +99,7 @@ class ConvolutionTiles(CPUScheduleRule):
         others = [block for block in blocks if block not in (product, columns)]
         # Elementwise work before the columns or after the product, inlined into its
         # readers; what stays must be the epilogue writing the outputs.
-        epilogues = try_inline(sch, [SimpleNamespace(block_rv=block) for block in others])
+        epilogues = inline_bounded(sch, [SimpleNamespace(block_rv=block) for block in others])
         order = [sch.get(block).name_hint for block in sch.get_child_blocks(
             sch.get_sblock("root"))]
         if order.index(COLUMNS_BLOCK) != 0 or order.index(BLOCK) != 1:

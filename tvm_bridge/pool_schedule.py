@@ -9,9 +9,10 @@ is inlined; an average's division is an epilogue computed per row.
 """
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
-from tvm.s_tir.dlight.base import get_extent, try_inline_contiguous_spatial
+from tvm.s_tir.dlight.base import get_extent
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
+from .inlining import inline_contiguous_spatial_bounded
 from .schedule_rules import PARALLEL_MIN_ELEMENTS, lanes
 
 _POOL_BLOCKS = ("pool_max", "pool_sum")
@@ -24,7 +25,7 @@ class WindowPooling(CPUScheduleRule):
         if not isinstance(func, tirx.PrimFunc) or not self.is_target_available(target):
             return None
         sch = s_tir.Schedule(func)
-        infos = try_inline_contiguous_spatial(sch, normalize_prim_func(sch))
+        infos = inline_contiguous_spatial_bounded(sch, normalize_prim_func(sch))
         # Spatial axes then the two window axes; unit axes (a batch of 1) are gone.
         kind = infos[0].dom_kind() if infos else ""
         if (not kind.endswith("RR") or set(kind[:-2]) != {"S"} or len(kind) < 4

@@ -14,10 +14,11 @@ rule schedules: unscheduled, each op wrote a full intermediate array.
 from tvm import s_tir, tirx
 from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.schedule import ScheduleError
-from tvm.s_tir.dlight.base import get_extent, try_inline, try_inline_contiguous_spatial
+from tvm.s_tir.dlight.base import get_extent
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvm.target.codegen import llvm_get_vector_width, target_has_features
 
+from .inlining import inline_bounded, inline_contiguous_spatial_bounded
 from .packed_weights import BLOCK as PACKED_BLOCK
 
 _DEFAULT_VECTOR_BITS = 128
@@ -110,7 +111,7 @@ class SpatialLanesReduction(CPUScheduleRule):
         infos = normalize_prim_func(sch)
         if infos is None:
             return None
-        infos = try_inline_contiguous_spatial(sch, infos)
+        infos = inline_contiguous_spatial_bounded(sch, infos)
         if not infos or infos[0].is_injective() or not all(b.is_injective() for b in infos[1:]):
             return None
         reduction_info = infos[0]
@@ -252,7 +253,7 @@ class InlinedElementwise(CPUScheduleRule):
         infos = normalize_prim_func(sch)
         if not infos or not all(info.is_injective() for info in infos):
             return None
-        for info in try_inline(sch, infos):
+        for info in inline_bounded(sch, infos):
             loops = sch.get_loops(info.block_rv)
             if not loops:
                 continue

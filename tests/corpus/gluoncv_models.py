@@ -102,7 +102,8 @@ def ssd():
         name="gluoncv_ssd_mobilenet", package="gluoncv",
         covers="detector (SSD): box decoding and NMS post-processing, data-dependent shapes",
         build=functools.partial(initialized, name, IMAGE, pretrained_base=False),
-        inputs=images(IMAGE), batch=batch, loss=loss, inference_calls=5)
+        inputs=images(IMAGE), batch=batch, loss=loss, inference_calls=5,
+        steps_from_initial_parameters=True)
 
 
 def yolo3():

@@ -47,6 +47,11 @@ class Program:
     inference_calls: int = 6
     train_steps: int = 3
     numpy_interface: bool = False   # d2l: MXNet's numpy interface (npx.set_np()) while it runs
+    # Timed training steps each start from the initial parameters (restored in place,
+    # in every variant): a loss that matches targets by argmax (SSD's box matching)
+    # takes other branches once rounding differences have grown over a few updates,
+    # and the variants' losses could no longer be checked against each other.
+    steps_from_initial_parameters: bool = False
 
     def make(self):
         """The model built; parameters whose shapes Gluon defers get them from a first
