@@ -135,12 +135,16 @@ def graph_figures(made):
     figures = {"graphs": made["cached_graphs"] + len(recursion.get("bodies", [])),
                "graph_breaks": [], "fallbacks": [], "internal_errors":
                list(made["internal_errors"])}
-    if made["fallback"]:
+    children = list(made.get("child_runners", {}).values())
+    if made["fallback"] and any(child["calls"]["graph"] for child in children):
+        # Run as Python around child blocks on graphs of their own: a graph break.
+        figures["graph_breaks"].append({"at": "its child blocks", "why": made["fallback"]})
+    elif made["fallback"]:
         figures["fallbacks"].append(made["fallback"])
     if recursion.get("state", "serving") != "serving":
         figures["fallbacks"].append("recursion engine: " + recursion["state"])
     segments = made.get("graph_segments")
-    parts = list(made.get("methods", {}).values())
+    parts = list(made.get("methods", {}).values()) + children
     if segments:
         figures["graph_breaks"].extend(segments["graph_breaks"])
         parts += segments["segments"]

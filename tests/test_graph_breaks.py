@@ -288,3 +288,57 @@ def test_what_the_python_between_segments_calls_runs_as_written():
     assert_same(run(dynamic, x), run(imperative, x))
     assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "segments"
     assert RAN_CODE == [Noting.forward.__code__] * 2
+
+
+class Step(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        return F.tanh(self.dense(x))
+
+
+class Sampler:
+    """A loop that stops on a host read, calling a decoder: GluonNLP's
+    SequenceSampler's shape (a plain object, not a block)."""
+
+    def __init__(self, decoder):
+        self.decoder = decoder
+
+    def __call__(self, x):
+        for _ in range(6):
+            x = self.decoder(x) * 1.5
+            if x.sum().asscalar() < 0:
+                break
+        return x
+
+
+class Generator(gluon.Block):
+    """The sampler's call is the whole forward: no graph segment can be cut."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.step = Step()
+        self.sampler = Sampler(self.step)
+
+    def forward(self, x):
+        return self.sampler(x)
+
+
+def test_a_forward_that_runs_as_python_gets_graphs_at_its_child_blocks():
+    imperative, dynamic = twins(Generator)
+    rng = np.random.RandomState(2)
+    for call in range(10):
+        x = nd(rng.randn(2, 4))
+        assert_same(run(dynamic, x), run(imperative, x))
+    made = gluon_dyn.hybridize.report(dynamic)
+    assert made["fallback"] and "whole forward" in made["fallback"]
+    (child,) = made["child_runners"].values()
+    # The child's calls after its profiling ran on its graph, and the parent's
+    # calls since its fallback count as on graphs through them.
+    assert child["calls"]["graph"] == child["calls"]["after_profiling"] > 0
+    assert made["calls"]["by_kind"]["child_graphs"] > 0
+    assert made["calls"]["last"] == "child_graphs"

@@ -166,7 +166,6 @@ def test_a_cond_with_a_branch_that_does_not_convert_runs_in_mxnet_between_tvm_se
     assert any("_contrib_quadratic" in reason for reason in alone["reasons"])
 
 
-@pytest.mark.long
 def test_guards_fail_under_the_plan_and_the_relaxed_loop_gets_one(tmp_path):
     blocks = twins(LoopAfterLstm, tmp_path)
     # Profiled trip counts of 2 make a speculated graph (the loop unrolled, guarded),

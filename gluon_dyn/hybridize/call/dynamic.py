@@ -73,7 +73,10 @@ def report(block):
 
     A dict: "converted" (the functions converted), "cached_graphs" and "traces"
     (graphs kept, and traced so far), "fallback" (why the block runs as Python, or
-    None), "internal_errors" (traces stopped by a gluon_dyn bug), "calls" (how calls
+    None), "child_runners" ({child block's name: its report}: a block whose whole
+    forward runs as Python gives its child blocks runners of their own, and a call
+    whose children ran on their graphs counts as served by graphs, "child_graphs"),
+    "internal_errors" (traces stopped by a gluon_dyn bug), "calls" (how calls
     were served: counts per kind, the share served by graphs after profiling, and
     "last": "graph" when the latest call ran on a graph), "deferred_state" (numbers
     on blocks the graphs take and give back, and lists and dicts on blocks they update

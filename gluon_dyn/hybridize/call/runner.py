@@ -57,6 +57,7 @@ class BlockRunner:
                             backend=backend, backend_options=backend_options)
         self._block = BlockReference(block)    # weakly: the block holds the runner
         self.function = function or type(block).forward
+        self.whole_forward = function is None
         self._forward, self.converted = convert_block(block, function)
         self.profile = profile or speculation.Profile(max_guard_failures)
         self.profile_calls = profile_calls if speculate and profile is None else 0
@@ -73,6 +74,7 @@ class BlockRunner:
         self.recursion = RecursionEngine.for_block(block, self._forward, self.tvm)
         self.calls = CallCounts()
         self.fallback = None            # why the block runs as Python, once it does
+        self.child_runners = []         # its child blocks' own runners, once it runs as Python
         self.internal_errors = []       # traces stopped by a gluon_dyn bug
         self.guard_failures = []
         self.segments = None            # a SegmentedForward once the forward has graph breaks
@@ -109,8 +111,7 @@ class BlockRunner:
             self.running = True
             try:
                 if self.fallback is not None:
-                    self.calls.note(Served.FALLBACK)
-                    return self._written(args)
+                    return self._written_with_child_graphs(args)
                 with room_for_converted_code(), as_converted():
                     if self.segments is not None:
                         result, served = self.segments(args)
@@ -285,8 +286,32 @@ class BlockRunner:
 
     def _fall_back(self, reason, args):
         self._give_up(reason)
-        self.calls.note(Served.FALLBACK)
-        return self._written(args)
+        self._children_on_their_own()
+        return self._written_with_child_graphs(args)
+
+    def _children_on_their_own(self):
+        """A forward that runs as Python breaks its graph at its child blocks: each
+        child gets a runner of its own, as Gluon's hybridize gives each HybridBlock
+        below a Block a graph (a sampler's loop of host reads around a model's
+        step). Each child's speed check keeps its graphs only where they are faster."""
+        if not self.whole_forward:
+            return
+        for child in self.block._children.values():  # pylint: disable=protected-access
+            if not isinstance(vars(child).get("forward"), BlockRunner):
+                child.hybridize(dynamic=True, **self.options)
+                self.child_runners.append(vars(child)["forward"])
+
+    def _child_graph_calls(self):
+        return sum(runner.calls.on_graph for runner in self.child_runners)
+
+    def _written_with_child_graphs(self, args):
+        """The call as written; served on graphs if its children's runners served
+        any of their calls in it on graphs."""
+        before = self._child_graph_calls()
+        result = self._written(args)
+        self.calls.note(Served.CHILD_GRAPHS if self._child_graph_calls() > before
+                        else Served.FALLBACK)
+        return result
 
     def _give_up(self, reason):
         self.fallback = reason
@@ -336,6 +361,8 @@ class BlockRunner:
                                    for where in sorted(self.profile.relaxed)},
                 "cache_misses": list(self.cache.miss_reasons),
                 "graph_segments": self.segments.report() if self.segments is not None else None,
+                "child_runners": {runner.block.name: runner.report()
+                                  for runner in self.child_runners},
                 "statements": {where: str(fate)
                                for where, fate in sorted(self.tracer.statements.items())}}
 

@@ -15,10 +15,11 @@ class Served(enum.Enum):
     SEGMENTS = "graph segments around statements that run as Python (graph breaks)"
     SEGMENTS_IN_PYTHON = "graph segments around graph breaks, some of which ran as Python"
     BREAKS_ONLY = "as written: the forward returned in a graph break before any graph segment ran"
+    CHILD_GRAPHS = "as written, its child blocks on graphs of their own (graph breaks at the children)"
 
     @property
     def on_graph(self):
-        return self in (Served.GRAPH, Served.SEGMENTS, Served.RECURSION)
+        return self in (Served.GRAPH, Served.SEGMENTS, Served.RECURSION, Served.CHILD_GRAPHS)
 
 
 class CallCounts:
@@ -34,13 +35,17 @@ class CallCounts:
     def total(self):
         return sum(self.counts.values())
 
+    @property
+    def on_graph(self):
+        return sum(count for served, count in self.counts.items() if served.on_graph)
+
     def report(self):
         """{"total", "graph" (calls on graphs: traced graphs, graph segments around
         graph breaks, the recursion engine), "after_profiling",
         "graph_share_after_profiling", "last", and a count per way of serving}: shares
         are fractions (None before any call)."""
         after = self.total - self.counts[Served.PROFILING]
-        on_graphs = sum(count for served, count in self.counts.items() if served.on_graph)
+        on_graphs = self.on_graph
         return {"total": self.total, "graph": on_graphs,
                 "after_profiling": after,
                 "graph_share_after_profiling": on_graphs / after if after else None,
