@@ -43,7 +43,7 @@ class Policy(gluon.Block):
 
 def play(net, envs, rng, greedy=False):
     """cartpole_env.play deciding with the policy `net`."""
-    return cartpole_env.play(lambda state: np.exp(net(mx.nd.array(state))[0].asnumpy()[:, 1]),
+    return cartpole_env.play(lambda state: np.exp(net(trainkit.batch_array(state))[0].asnumpy()[:, 1]),
                              envs, rng, greedy)
 
 
@@ -65,7 +65,7 @@ class CartPoleTraining(trainkit.Training):
         envs = CartPoles(self.args.batch_size // self.workers.size, rng)
         observations, actions, alive, returns = play(self.net, envs, rng)
         self.returns.extend(returns.tolist())
-        x, chosen, target = (mx.nd.array(part) for part in training_batch(
+        x, chosen, target = (trainkit.batch_array(part) for part in training_batch(
             observations, actions, alive, self.args.gamma))
         with autograd.record():
             log_probs, baseline = self.net(x)
@@ -88,7 +88,7 @@ class CartPoleTraining(trainkit.Training):
     def infer(self, rng):
         """One decision for each of --batch-size cart-poles."""
         envs = CartPoles(self.args.batch_size, rng)
-        return self.net(mx.nd.array(envs.state))[0].exp(), self.args.batch_size
+        return self.net(trainkit.batch_array(envs.state))[0].exp(), self.args.batch_size
 
 
 def add_arguments(parser):

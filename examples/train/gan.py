@@ -88,12 +88,12 @@ class GanTraining(trainkit.Training):
         self.untrained_distance = self.distance()
 
     def generate(self, count, rng):
-        return self.generator(mx.nd.array(rng.randn(count, NOISE)))
+        return self.generator(trainkit.batch_array(rng.randn(count, NOISE)))
 
     def step(self, index, rng):
         rows = self.workers.share(datasets.epoch_batch(len(self.real), self.args.batch_size,
                                                        index, self.args.seed))
-        real, n = mx.nd.array(self.real[rows]), len(rows)
+        real, n = trainkit.batch_array(self.real[rows]), len(rows)
         ones, zeros = mx.nd.ones((n,)), mx.nd.zeros((n,))
         fake = self.generate(n, rng)
         with autograd.record():
@@ -101,7 +101,7 @@ class GanTraining(trainkit.Training):
                       + self.bce(self.discriminator(fake.detach()), zeros))
         d_loss.backward()
         self.d_trainer.step(n)
-        z = mx.nd.array(rng.randn(n, NOISE))
+        z = trainkit.batch_array(rng.randn(n, NOISE))
         with autograd.record():
             g_loss = self.bce(self.discriminator(self.generator(z)), ones)
         g_loss.backward()

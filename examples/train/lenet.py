@@ -52,7 +52,7 @@ class DigitsTraining(trainkit.Training):
     def step(self, index, rng):
         rows = self.workers.share(datasets.epoch_batch(len(self.train_x), self.args.batch_size,
                                                        index, self.args.seed))
-        x, y = mx.nd.array(self.train_x[rows]), mx.nd.array(self.train_y[rows])
+        x, y = trainkit.batch_array(self.train_x[rows]), trainkit.batch_array(self.train_y[rows])
         with autograd.record():
             loss = self.loss(self.net(x), y)
         loss.backward()
@@ -68,7 +68,7 @@ class DigitsTraining(trainkit.Training):
 
     def infer(self, rng):
         rows = rng.choice(len(self.test_x), self.args.batch_size, replace=False)
-        return self.net(mx.nd.array(self.test_x[rows])), len(rows)
+        return self.net(trainkit.batch_array(self.test_x[rows])), len(rows)
 
 
 NAME, TRAINING = "lenet", DigitsTraining

@@ -86,7 +86,7 @@ class TextTraining(trainkit.Training):
         if position == 0:
             self.net.state = None              # a new pass over the text
         window = self.workers.share(self.streams[position:position + self.args.bptt + 1], axis=1)
-        inputs, targets = mx.nd.array(window[:-1]), mx.nd.array(window[1:])
+        inputs, targets = trainkit.batch_array(window[:-1]), trainkit.batch_array(window[1:])
         with autograd.record():
             loss = self.token_losses(self.net(inputs), targets)
         loss.backward()
@@ -100,7 +100,8 @@ class TextTraining(trainkit.Training):
         total, count = 0.0, 0
         for position in range(0, len(streams) - 1, self.args.bptt):
             window = streams[position:position + self.args.bptt + 1]
-            loss = self.token_losses(self.net(mx.nd.array(window[:-1])), mx.nd.array(window[1:]))
+            loss = self.token_losses(self.net(trainkit.batch_array(window[:-1])),
+                                        trainkit.batch_array(window[1:]))
             total += float(loss.sum().asscalar())
             count += loss.size
         self.net.state = saved
@@ -111,7 +112,7 @@ class TextTraining(trainkit.Training):
         """The next-character distribution over a batch of validation windows."""
         start = rng.randint(len(self.valid_ids) - self.args.bptt * self.args.batch_size)
         window = batchify(self.valid_ids[start:], self.args.batch_size)[:self.args.bptt]
-        return mx.nd.softmax(self.net(mx.nd.array(window))), window.size
+        return mx.nd.softmax(self.net(trainkit.batch_array(window))), window.size
 
 
 def add_arguments(parser):

@@ -131,7 +131,7 @@ class SentimentTraining(trainkit.Training):
                                                    index, self.args.seed)))
         with autograd.record():
             losses = [self.loss(self.net(self.train_trees[row]),
-                                mx.nd.array(self.train_labels[row:row + 1])) for row in rows]
+                                trainkit.batch_array(self.train_labels[row:row + 1])) for row in rows]
             loss = mx.nd.add_n(*losses)
         loss.backward()
         self.trainer.step(len(rows))
