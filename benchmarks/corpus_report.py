@@ -62,9 +62,9 @@ def inference_run(program, model):
 
 def training_run(program, model):
     update = program.updater(model)
-    initial = ({name: param.data().copy() for name, param in model.collect_params().items()}
-               if program.steps_from_initial_parameters else {})
     params = model.collect_params()
+    initial = ({name: param.data().copy() for name, param in params.items()}
+               if program.steps_from_initial_parameters else {})
 
     def run(*batch):
         for name, value in initial.items():
@@ -201,7 +201,8 @@ def markdown(rows):
              "(dynamic against imperative, higher is faster); *first calls*: the slowest of "
              "the dynamic model's warm-up calls, its traces included; peak memory: the "
              "process's peak resident memory while the calls run (from once the models are "
-             "built), dynamic against imperative, each in its own process." % (harness.command_line(), REPEATS, WARMUP), "",
+             "built), dynamic against imperative, each in its own process."
+             % (harness.command_line(), REPEATS, WARMUP), "",
              "| program | package | correct | share on graphs | graph breaks | inference | "
              "training | first calls (s) | peak memory | why not on graphs |",
              "|---|---|---|---|---|---|---|---|---|---|"]

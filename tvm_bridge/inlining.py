@@ -20,12 +20,12 @@ DUPLICATED_NODES = 16384
 _CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "body")
 
 
-def _walk(expr, visit):
-    """Call `visit` on `expr` and its sub-expressions (not a load's indices)."""
+def _walk(expr):
+    """`expr` and its sub-expressions (not a load's indices)."""
     stack = [expr]
     while stack:
         node = stack.pop()
-        visit(node)
+        yield node
         if isinstance(node, ir_expr.TensorLoad):
             continue
         stack.extend(getattr(node, name) for name in _CHILDREN
@@ -39,16 +39,12 @@ def _stored_value(block):
 
 
 def _nodes(expr):
-    counted = []
-    _walk(expr, counted.append)
-    return len(counted)
+    return sum(1 for _ in _walk(expr))
 
 
 def _loads_of(buffer, expr):
-    loads = []
-    _walk(expr, lambda node: loads.append(node) if isinstance(node, ir_expr.TensorLoad)
-          and node.source.same_as(buffer) else None)
-    return len(loads)
+    return sum(1 for node in _walk(expr)
+               if isinstance(node, ir_expr.TensorLoad) and node.source.same_as(buffer))
 
 
 def _copies_too_many_nodes(sch, producer_rv, reader_rv):
