@@ -143,7 +143,8 @@ def row(name, program, mode, repeats):
             return result
         dynamic.measuring = lambda: measuring(made["dynamic"])
         variants = [harness.Variant(variant, dynamic if variant == "dynamic" else
-                                    make_run(program, made[variant]), rtol=RTOL, atol=ATOL)
+                                    make_run(program, made[variant]), rtol=RTOL, atol=ATOL,
+                                    self_timed=True)
                     for variant in VARIANTS]
         timings = harness.compare(variants, make_inputs, repeats)
         report = gluon_dyn.hybridize.report(made["dynamic"])

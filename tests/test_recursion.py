@@ -424,6 +424,27 @@ def test_programs_stay_bounded_over_many_distinct_trees(monkeypatch):
     assert group_by_group > 0 and made["built"] < recursion["calls"]
 
 
+@pytest.mark.parametrize("cls", [programs.TreeRNN, programs.TopDownRNN,
+                                 programs.SentenceTreeLSTM])
+def test_new_trees_group_by_group_run_static_graphs_of_a_few_shapes(monkeypatch, cls):
+    from gluon_dyn.hybridize.recursion import program_cache
+    # No key ever gets a program: every call runs group by group.
+    monkeypatch.setattr(program_cache, "SIGHTINGS", (10 ** 9, 10 ** 9))
+    imperative, dynamic = pair(cls)
+    calls = 40
+    for call in range(calls):
+        args = (sentence_pairs(1500 + call, 2),) if cls is programs.SentenceTreeLSTM else \
+            (trees(500 + call, 2, vectors=True),)
+        assert_same(imperative, dynamic, args, train=call % 4 == 0)
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert recursion["calls"] == calls - PROFILED and program_report(dynamic)["calls"] == 0
+    # Inference groups write into arenas of a power of two rows, on static
+    # graphs kept per input shapes: new trees meet shapes met before.
+    made = recursion["group_by_group"]
+    assert 0 < made["kept_shapes"] < made["on_kept_shapes"], made
+    assert made["on_kept_shapes"] > 2 * made["on_new_shapes"], made
+
+
 def test_two_recorded_calls_then_one_backward():
     imperative, dynamic = pair(programs.TreeRNN)
     for call in range(PROFILED):

@@ -55,6 +55,12 @@ class OwnInput:
 
 
 @dataclasses.dataclass(frozen=True)
+class WrittenRowsInput:
+    """The rows of its arena that write `write` fills (BatchedGraph.scattered)."""
+    write: int
+
+
+@dataclasses.dataclass(frozen=True)
 class SharedInput:
     """Output `index` of the entry's down stage, in the entry's own up stage."""
     index: int
@@ -73,8 +79,8 @@ class BatchedGraph:
     ("node", 0), the nodes' own rows, for a stage reading nothing else per node),
     `writes` ((arena, index) per output; None for the entry, whose outputs are
     returned), for a down stage `pass_rows` ((arena, [down output, ...]) in the
-    order the outputs are appended) and `batched` (False with `not_batched` saying why: the stage then
-    runs one node per call)."""
+    order the outputs are appended) and `batched` (False with `not_batched`
+    saying why: the stage then runs one node per call)."""
 
     def __init__(self, body, stage, arena_for):
         self.stage = stage
@@ -130,7 +136,7 @@ class BatchedGraph:
         outputs = list(symbol(**substitutes)) if substitutes else list(symbol)
         inputs.update((name, OwnInput(i)) for i, name in enumerate(body.own_inputs)
                       if name not in substitutes)
-        self.writes, self.pass_rows = None, []
+        self.writes, self.pass_rows, self._appends = None, [], []
         if not body.entry:
             # Without blocks (no substitutes) `symbol` is the graph of `outputs`.
             reference = vectors[0] if vectors else symbol.get_internals()[stacked]
@@ -140,6 +146,27 @@ class BatchedGraph:
         self.symbol = mx.sym.Group(outputs)
         inputs.update(body.sources)
         self.inputs = [inputs[name] for name in self.symbol.list_inputs()]
+        self._prefix, self._scattered = prefix, None
+
+    def scattered(self):
+        """(symbol, inputs): the graph writing its rows into the arenas it
+        writes, at the rows a WrittenRowsInput gives each write, instead of
+        appending them (schedule.py, placed bucketed)."""
+        if self._scattered is None:
+            if self.writes is None:
+                self._scattered = self.symbol, self.inputs
+            else:
+                sources = dict(zip(self.symbol.list_inputs(), self.inputs))
+                outputs = []
+                for write, (arena, rows) in enumerate(self._appends):
+                    name = "%s_written%d" % (self._prefix, write)
+                    sources[name] = WrittenRowsInput(write)
+                    outputs.append(mx.sym.contrib.index_copy(
+                        arena, mx.sym.var(name),
+                        rows[0] if len(rows) == 1 else mx.sym.concat(*rows, dim=0)))
+                symbol = mx.sym.Group(outputs)
+                self._scattered = symbol, [sources[name] for name in symbol.list_inputs()]
+        return self._scattered
 
     @staticmethod
     def _blocks(body, stage, handoffs, stacked):
@@ -190,19 +217,22 @@ class BatchedGraph:
 
     def _appended(self, body, stage, outputs, arena_for, arena_variable):
         """The arenas the stage writes, with the group's rows of `outputs` appended;
-        sets `writes`."""
+        sets `writes` and `_appends` (per write, its arena's variable and the
+        rows appended)."""
         if stage == UP:
             arena = arena_for(body.function, body.output_type)
             self.writes = [(arena, k) for k in range(len(outputs))]
-            return [mx.sym.concat(arena_variable(arena, k), output, dim=0)
-                    for k, output in enumerate(outputs)]
-        rows = {}   # arena -> the down outputs it receives, in order
-        for k, (shape, dtype) in enumerate(body.down.outputs):
-            rows.setdefault(pass_arena(arena_for, body.function, shape, dtype), []).append(k)
-        self.writes = [(arena, 0) for arena in rows]
-        self.pass_rows = list(rows.items())
-        return [mx.sym.concat(arena_variable(arena, 0), *[outputs[k] for k in ks], dim=0)
-                for arena, ks in rows.items()]
+            self._appends = [(arena_variable(arena, k), [output])
+                             for k, output in enumerate(outputs)]
+        else:
+            rows = {}   # arena -> the down outputs it receives, in order
+            for k, (shape, dtype) in enumerate(body.down.outputs):
+                rows.setdefault(pass_arena(arena_for, body.function, shape, dtype), []).append(k)
+            self.writes = [(arena, 0) for arena in rows]
+            self.pass_rows = list(rows.items())
+            self._appends = [(arena_variable(arena, 0), [outputs[k] for k in ks])
+                             for arena, ks in rows.items()]
+        return [mx.sym.concat(arena, *rows, dim=0) for arena, rows in self._appends]
 
     def _check_batching(self, body, symbol, batched):
         """Sets `batched`, `axes` (the batch axis of each output) or `not_batched`;

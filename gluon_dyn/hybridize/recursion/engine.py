@@ -27,7 +27,7 @@ from .body import trace_body
 from .detection import recursive_methods
 from .discovery import Miss, walk_subtree
 from .compiled_walk import walker
-from .execution import ArraysDiffer, GraphRunner, run_groups, run_program
+from .execution import ArraysDiffer, GraphRunner, ShapeKeyedRunner, run_groups, run_program
 from .functions import Function
 from .program_cache import ProgramCache
 from .schedule import schedule
@@ -38,6 +38,7 @@ NOT_SERVED = object()
 GROUPS, PROGRAM = "groups", "program"   # how an inference call under backend="tvm" runs
 MAX_BODIES = 64      # per key: more means the signatures hold per-node values
 MAX_KEYS = 4         # training modes and Python values of the block tree, most recent
+ZERO_ROWS_KEPT = 64  # zero arrays that start arenas and pad gathered arrays, most recent
 
 
 class RecursionEngine:
@@ -50,6 +51,9 @@ class RecursionEngine:
         self.signatures = collections.OrderedDict()   # key -> Signatures
         self.arenas = {}          # (function, output type, passes) -> Arena
         self.runners = {}         # BatchedGraph -> GraphRunner
+        self.shape_keyed = {}     # BatchedGraph -> ShapeKeyedRunner (inference group by group)
+        self._zero_rows = collections.OrderedDict()   # (rows, row shape, dtype) -> NDArray
+        self._arena_rows = {}     # Arena -> its rows in recent inference calls group by group
         self.programs = ProgramCache()
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
@@ -132,6 +136,11 @@ class RecursionEngine:
     def _run_as(self, variant, plan):
         program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
+            if self.tvm is None and not autograd.is_recording():
+                # Training runs the exact rows (program_cache.py); a TVM plan's
+                # shapes are symbolic.
+                plan.place(arena_rows=self._arena_rows)
+                return run_groups(plan, self._zeros_of, self._shape_keyed, self._zero_rows_of)
             plan.place()
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
         plan.place(None if autograd.is_recording() else self.programs.capacities(program, plan))
@@ -225,6 +234,26 @@ class RecursionEngine:
                                   for shape, dtype in arena.row_shapes()]
         return self._zeros[arena]
 
+    def _shape_keyed(self, graph):
+        runner = self.shape_keyed.get(graph)
+        if runner is None:
+            # A graph without inputs (constants) has one form: its GraphRunner's.
+            runner = self.shape_keyed[graph] = ShapeKeyedRunner(
+                *graph.scattered(), self.runners[graph]) if graph.inputs else self.runners[graph]
+        return runner
+
+    def _zero_rows_of(self, rows, row_shape, dtype):
+        """A read-only array of `rows` zero rows (kept: the same paddings recur)."""
+        key = (rows, row_shape, dtype)
+        array = self._zero_rows.get(key)
+        if array is None:
+            array = self._zero_rows[key] = mx.nd.zeros((rows,) + tuple(row_shape), dtype=dtype)
+            while len(self._zero_rows) > ZERO_ROWS_KEPT:
+                self._zero_rows.popitem(last=False)
+        else:
+            self._zero_rows.move_to_end(key)
+        return array
+
     def _give_up(self, reason, location):
         self.gave_up = "%s: %s" % (location, reason)
         warnings.warn("gluon_dyn: %s: the recursion engine does not run %s.forward: %s"
@@ -234,7 +263,8 @@ class RecursionEngine:
     def report(self):
         """What the engine did: its state, the recursive functions, the calls and
         nodes it served and the groups (batched calls) it ran, its whole-call
-        programs (calls they ran, programs built and kept), under backend="tvm"
+        programs (calls they ran, programs built and kept), inference group by
+        group on static graphs per shapes (kept, calls on kept or new shapes), under backend="tvm"
         the measured choice between programs and group-by-group TVM plans, and
         per compiled body its signature, whether it batches (and its down stage),
         and its calls by backend when it ran group by group."""
@@ -247,7 +277,17 @@ class RecursionEngine:
             "traces": self.traces, "arrays_differed": self.arrays_differed,
             "tvm_check": self.tvm_check.report() if self.tvm_check else None,
             "programs": self.programs.report(),
+            "group_by_group": self._group_by_group_report(),
             "bodies": [self._body_report(body) for body in bodies]}
+
+    def _group_by_group_report(self):
+        """Inference group by group (bucketed): the static CachedOps kept over
+        the graphs, and the calls they served or that met new shapes."""
+        runners = [runner for runner in self.shape_keyed.values()
+                   if isinstance(runner, ShapeKeyedRunner)]
+        return {"kept_shapes": sum(runner.kept for runner in runners),
+                "on_kept_shapes": sum(runner.on_kept_shapes for runner in runners),
+                "on_new_shapes": sum(runner.on_new_shapes for runner in runners)}
 
     def _body_report(self, body):
         """A body's signature, whether each stage batches (a down stage when calls

@@ -6,6 +6,7 @@ backward then flows through every group's gather and append), or for inference
 under backend="tvm" as a tvm_bridge plan compiled with the numbers of nodes and
 of arena rows left symbolic, so one plan serves every group and tree.
 """
+import collections
 import ctypes
 
 import mxnet as mx
@@ -13,13 +14,15 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
-from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput
+from ..capturing.capture import CapturedInput, ParameterInput
+from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput, WrittenRowsInput
 from .body import WHOLE
 from .call_program import ArenaStart, GroupOwn, GroupRows
 from .passes import Passed
-from .schedule import distinct_arrays
+from .schedule import distinct_arrays, power_of_two
 
 _MX_DTYPES = mx.ndarray.ndarray._DTYPE_NP_TO_MX
+SHAPES_KEPT = 32     # per graph: the static CachedOps of its most recent input shapes
 
 
 class GraphRunner:
@@ -61,6 +64,62 @@ class GraphRunner:
         self.calls["mxnet"] += 1
         results = op(*values)
         return list(results) if isinstance(results, (list, tuple)) else [results]
+
+
+class ShapeKeyedRunner:
+    """Inference of one graph group by group, placed bucketed (schedule.py): a
+    static CachedOp per shapes of its inputs once they have come twice, the
+    SHAPES_KEPT most recent kept; shapes met once run on one CachedOp shared by
+    them. MXNet plans a static CachedOp's memory and operators again whenever
+    its input shapes change, at three times the cost of a small body's kernels
+    (and making a CachedOp costs four times that); bucketed, a body's graph
+    meets a few shapes over any stream of trees. Its calls count in the
+    GraphRunner's (`counted`); `on_kept_shapes` and `on_new_shapes` count
+    them by whether a kept CachedOp served them."""
+
+    def __init__(self, symbol, inputs, counted):
+        self.symbol, self._counted = symbol, counted
+        # Parameters and captured arrays keep their shapes: not part of the key.
+        self._varying = [position for position, source in enumerate(inputs)
+                         if not isinstance(source, (ParameterInput, CapturedInput))]
+        self._ops = collections.OrderedDict()    # input shapes -> CachedOp
+        self._met_once = collections.OrderedDict()   # input shapes -> None
+        self._shared = None
+        self.on_kept_shapes = self.on_new_shapes = 0
+
+    @property
+    def kept(self):
+        return len(self._ops)
+
+    def __call__(self, values):
+        shapes = tuple(values[position].shape for position in self._varying)
+        op = self._ops.get(shapes)
+        if op is not None:
+            self._ops.move_to_end(shapes)
+            self.on_kept_shapes += 1
+        else:
+            self.on_new_shapes += 1
+            op = self._new_shapes(shapes)
+        return self._counted._mxnet(op, values)
+
+    def _new_shapes(self, shapes):
+        if shapes in self._met_once:
+            del self._met_once[shapes]
+            op = self._ops[shapes] = self._static_op(True)
+            if len(self._ops) > SHAPES_KEPT:
+                self._ops.popitem(last=False)
+            return op
+        self._met_once[shapes] = None
+        if len(self._met_once) > 4 * SHAPES_KEPT:
+            self._met_once.popitem(last=False)
+        if self._shared is None:
+            self._shared = self._static_op(False)
+        return self._shared
+
+    def _static_op(self, static_shape):
+        return mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True),
+                                                  ("static_shape", static_shape)])
+
 
 class _Constants:
     """Runs a graph without inputs (what it computes has no gradient)."""
@@ -116,22 +175,46 @@ def _rows(index, group):
     return mx.nd.NDArray(view)
 
 
+def _stretch(index, start, size):
+    """`index[start:start + size]`, a view (made through the C API, as _rows)."""
+    part = NDArrayHandle()
+    check_call(_LIB.MXNDArraySlice(index.handle, start, start + size, ctypes.byref(part)))
+    return mx.nd.NDArray(part)
+
+
 class ArraysDiffer(Exception):
     """An array a node read is not of the shape or dtype of its body's input
     (the compiled walk took it to be, unchecked): the call is walked again."""
 
 
-def own_value(group, index, shared):
+def own_value(group, index, shared, zero_rows=None, joined=None):
     """The group's own input number `index`: an array the body reads whole (an
     array of the Python data, or `shared`[k], the entry's down output k), those
-    of its nodes one after the other where it only picks their rows; else the
-    nodes' rows stacked (stacked_own), an index into such an array moved to the
-    rows of its node's array."""
+    of its nodes one after the other where it only picks their rows (and with
+    `zero_rows`, placed bucketed, zero rows after them up to a power of two;
+    kept in `joined` for the call's other groups reading the same arrays);
+    else the nodes' rows stacked (stacked_own), an index into such an array
+    moved to the rows of its node's array."""
     body = group.body
     if body.kinds[index] == WHOLE:
         values = [shared[value.index] if isinstance(value, Passed) else value
                   for value in distinct_arrays(group.invocations, index)]
-        return values[0] if len(values) == 1 else mx.nd.concat(*values, dim=0)
+        padded = zero_rows is not None and index in group.graph.gathered
+        if len(values) == 1 and not padded:
+            return values[0]
+        # By identity: the call holds every array it joins until it returns.
+        key = (padded,) + tuple(id(value) for value in values)
+        if joined is not None and key in joined:
+            return joined[key]
+        if padded:
+            rows = sum(value.shape[0] for value in values)
+            if power_of_two(rows) > rows:
+                values.append(zero_rows(power_of_two(rows) - rows, values[0].shape[1:],
+                                        values[0].dtype))
+        value = values[0] if len(values) == 1 else mx.nd.concat(*values, dim=0)
+        if joined is not None:
+            joined[key] = value
+        return value
     target = body.index_inputs.get(index)
     if target is not None and target in group.graph.gathered:
         return stacked_own(group, index, _starts(group, target))
@@ -193,31 +276,44 @@ def run_program(runner, schedule, zeros_of):
     return runner(values)
 
 
-def run_groups(schedule, zeros_of, runner_of):
+def run_groups(schedule, zeros_of, runner_of, zero_rows=None):
     """Runs the schedule group by group; returns the entry's outputs.
-    `runner_of(graph)` gives the GraphRunner of a BatchedGraph."""
-    arenas, shared, index = {}, None, index_array(schedule.indices)
+    `runner_of(graph)` gives the runner of a BatchedGraph. With
+    `zero_rows(rows, row shape, dtype)` (read-only zeros) the schedule is
+    placed bucketed: the arenas start at their rows, and each graph writes into
+    them (BatchedGraph.scattered)."""
+    arenas, shared, index, joined = {}, None, index_array(schedule.indices), {}
+
+    def arena_start(arena):
+        rows = schedule.arena_rows.get(arena) if zero_rows is not None else None
+        return list(zeros_of(arena)) if rows is None else [
+            zero_rows(rows, *row_shape) for row_shape in arena.row_shapes()]
+
     for group in schedule.groups:
         graph = group.graph
         values = []
-        for source in graph.inputs:
+        for source in (graph.inputs if zero_rows is None else graph.scattered()[1]):
             kind = type(source)
             if kind is ArenaInput:
                 if source.arena not in arenas:
-                    arenas[source.arena] = list(zeros_of(source.arena))
+                    arenas[source.arena] = arena_start(source.arena)
                 values.append(arenas[source.arena][source.index])
             elif kind is RowsInput:
                 values.append(_rows(index, group))
             elif kind is OwnInput:
-                values.append(own_value(group, source.index, shared))
+                values.append(own_value(group, source.index, shared, zero_rows, joined))
             elif kind is SharedInput:
                 values.append(shared[source.index])
+            elif kind is WrittenRowsInput:
+                values.append(_stretch(index, *group.written[source.write]))
             else:
                 values.append(source.value(None, None))
         results = runner_of(graph)(values)
         if graph.writes is not None:
             for (arena, k), value in zip(graph.writes, results):
-                arenas.setdefault(arena, list(zeros_of(arena)))[k] = value
+                if arena not in arenas:
+                    arenas[arena] = arena_start(arena)
+                arenas[arena][k] = value
         elif graph.stage == DOWN:
             shared = results      # the entry's down stage: arrays every node may read
     return results

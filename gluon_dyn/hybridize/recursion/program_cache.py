@@ -11,10 +11,11 @@ most as many as the call's own). Training runs the exact rows (a padded row's
 gradient would be zero times whatever the body's derivative is at zeros, which
 need not be finite).
 
-Building a program costs about one call run group by group. When most recent
-calls found no program (keys that hardly repeat: trees with many bodies per
-height), a new key runs group by group and gets its program when it comes
-again, so such streams do not pay twice per call.
+Building a program costs a few calls run group by group. A key gets its
+program at once, but when most recent calls found no program (keys that
+hardly repeat: new trees with many bodies per height) only once it has come
+four times (SIGHTINGS; its calls until then run group by group), so that such
+streams build programs only for the keys that recur.
 """
 import collections
 
@@ -23,6 +24,7 @@ from .execution import GraphRunner
 
 MAX_PROGRAMS = 32    # programs kept
 RECENT_CALLS = 16    # calls over which the share of calls that found no program is counted
+SIGHTINGS = (1, 4)   # calls of a key when it is built: most recent calls found a program, or not
 
 
 class ProgramCache:
@@ -32,7 +34,7 @@ class ProgramCache:
     def __init__(self):
         self._programs = collections.OrderedDict()   # schedule key -> Program
         self._missed = collections.deque(maxlen=RECENT_CALLS)   # per recent call: no program
-        self._unbuilt = collections.OrderedDict()    # keys run group by group once
+        self._unbuilt = collections.Counter()    # key -> its calls run group by group
         self.calls = self.built = 0
         self.rows = self.padding = 0
 
@@ -41,11 +43,13 @@ class ProgramCache:
         program = self._programs.get(key)
         self._missed.append(program is None)
         if program is None:
-            if len(self._missed) == RECENT_CALLS and 2 * sum(self._missed) > RECENT_CALLS \
-                    and key not in self._unbuilt:
-                self._unbuilt[key] = None
-                while len(self._unbuilt) > 8 * MAX_PROGRAMS:
-                    self._unbuilt.popitem(last=False)
+            missing = len(self._missed) == RECENT_CALLS and 2 * sum(self._missed) > RECENT_CALLS
+            if self._unbuilt[key] + 1 < SIGHTINGS[missing]:
+                self._unbuilt[key] += 1
+                if len(self._unbuilt) > 8 * MAX_PROGRAMS:
+                    # Keys seen least drop out (Counter keeps the order they came in).
+                    self._unbuilt = collections.Counter(dict(
+                        self._unbuilt.most_common(4 * MAX_PROGRAMS)))
                 return None
             self._unbuilt.pop(key, None)
             program = self._programs[key] = Program(CallProgram(key))

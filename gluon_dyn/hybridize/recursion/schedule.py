@@ -14,6 +14,14 @@ its rows in its function's arenas and gathers the row indices each group reads
 stretch of it). A group may be given more rows than it has nodes (its
 capacity): the rows past its nodes read row 0 (zeros) and their results are
 never read, so that a program sees the same shapes call after call.
+
+Placed bucketed (inference group by group), a group's capacity is a power of
+two, every arena has a power of two rows from the start (`arena_rows`, the
+most recent calls needed, unless over four times this call's) and a group
+writes its rows into it at the row indices `written` gives
+(BatchedGraph.scattered) instead of appending them, so that a body's graph
+meets a few input shapes over a stream of new trees and runs without MXNet
+planning its memory again (execution.ShapeKeyedRunner).
 """
 import numpy as np
 
@@ -26,12 +34,14 @@ class Group:
     `capacity` rows (at least one per node). The row indices it reads are
     `indices[start:start + size]` of the schedule, block by block (the
     (blocks, capacity) matrix, flat). `variant`: which of the entry's shared
-    arrays each whole input of the body is (a part of the schedule key)."""
-    __slots__ = ("body", "graph", "invocations", "capacity", "start", "variant")
+    arrays each whole input of the body is (a part of the schedule key).
+    `written`: placed bucketed, per write of its graph, the (start, size) of
+    the stretch of `indices` holding the rows it writes."""
+    __slots__ = ("body", "graph", "invocations", "capacity", "start", "variant", "written")
 
     def __init__(self, body, graph, invocations, variant):
         self.body, self.graph, self.invocations, self.variant = body, graph, invocations, variant
-        self.capacity, self.start = len(invocations), 0
+        self.capacity, self.start, self.written = len(invocations), 0, ()
 
     @property
     def blocks(self):
@@ -46,22 +56,30 @@ class Group:
 class Schedule:
     """`groups` in the order they run (the entry's up stage last), `key` the
     tuple of their (graph, variant), `indices` the row indices every group reads
-    (np.int32, once placed)."""
-    __slots__ = ("groups", "key", "indices")
+    (np.int32, once placed); placed bucketed, `arena_rows`: the rows of each
+    arena."""
+    __slots__ = ("groups", "key", "indices", "arena_rows")
 
     def __init__(self, groups):
-        self.groups, self.indices = groups, None
+        self.groups, self.indices, self.arena_rows = groups, None, None
         self.key = tuple((group.graph, group.variant) for group in groups)
 
-    def place(self, capacities=None):
+    def place(self, capacities=None, arena_rows=None):
         """Gives each node its rows in its function's arenas (row 0 holds zeros)
-        and makes `indices`; group i takes max(its nodes, capacities[i]) rows."""
+        and makes `indices`; group i takes max(its nodes, capacities[i]) rows.
+        With `arena_rows` (the rows each arena had in recent calls, updated),
+        bucketed: a power of two of them, written into arenas of a power of two
+        rows (module doc)."""
+        bucketed = arena_rows is not None
         next_row, indices = {}, []
         for number, group in enumerate(self.groups):
             if capacities is not None and capacities[number] > group.capacity:
                 group.capacity = capacities[number]
+            if bucketed:
+                group.capacity = power_of_two(group.capacity)
             graph = group.graph
             if graph.writes is not None:
+                firsts = {arena: next_row.get(arena, 1) for arena, _ in graph.writes}
                 if graph.stage == DOWN:
                     _place_passes(group, next_row)
                 else:
@@ -87,7 +105,17 @@ class Schedule:
                     indices.extend([invocation.passes[index].row
                                     for invocation in group.invocations])
                 indices.extend(padding)
+            if bucketed and graph.writes is not None:
+                # The arrays of one arena (an UP stage's results) share its rows.
+                stretches = {}
+                for arena, first in firsts.items():
+                    stretches[arena] = (len(indices), next_row[arena] - first)
+                    indices.extend(range(first, next_row[arena]))
+                group.written = [stretches[arena] for arena, _ in graph.writes]
         self.indices = np.array(indices, dtype=np.int32)
+        if bucketed:
+            self.arena_rows = {arena: _settled(arena_rows, arena, power_of_two(rows))
+                               for arena, rows in next_row.items()}
 
 
 def _place_passes(group, next_row):
@@ -103,6 +131,21 @@ def _place_passes(group, next_row):
                           body.function, invocation.arrays).row = row + offset
             row += group.capacity
         next_row[arena] = row
+
+
+def power_of_two(count):
+    """The least power of two at least `count` (>= 1)."""
+    return 1 << (count - 1).bit_length()
+
+
+def _settled(arena_rows, arena, rows):
+    """The rows `arena` is given: as many as recent calls gave it (`arena_rows`),
+    unless this call needs more (`rows`) or that is over four times as many."""
+    kept = arena_rows.get(arena, 0)
+    if rows <= kept <= 4 * rows:
+        return kept
+    arena_rows[arena] = rows
+    return rows
 
 
 def schedule(invocations, entry):
