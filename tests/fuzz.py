@@ -4,10 +4,13 @@ The seed is random unless FUZZ_SEED gives it; it is printed first, so that a run
 can be repeated (FUZZ_SEED=S: the same programs in the same order) even when it
 does not finish. A quarter of the programs are of the graph-break family
 (programs.generate(breaks=True): host reads and data-dependent masks in the
-middle of graph code).
+middle of graph code). A share of the cases (RECURSION_SHARE) are streams of new
+trees through the recursion engine (fuzzing/recursion_streams.py), counted
+apart; a stream that disagrees is written to fuzz-failures/ with its seed.
 
 Ends with one line: "fuzz: seed S, N programs checked in X minutes, P% of programs
-and M% of calls after profiling on graphs, K disagreed" (P: programs whose last
+and M% of calls after profiling on graphs, K disagreed; R recursion streams (...),
+D disagreed" (P: programs whose last
 call ran on a graph; M: of all calls after the profiled ones, those a graph
 served; every program counts, those that must fall back included). Every
 disagreement (an internal error stopping a trace included) is shrunk to a minimal
@@ -22,9 +25,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fuzzing import differential, programs  # noqa: E402
+from fuzzing import differential, programs, recursion_streams  # noqa: E402
 
 BREAKS_SHARE = 0.25
+RECURSION_SHARE = 0.15
 # Shrinking a disagreement may run past the run's end by this much, no more: one
 # broken change can make every program disagree.
 SHRINK_SECONDS = 60
@@ -39,8 +43,11 @@ def main():
           % (seed, seed, minutes), flush=True)
     start = time.time()
     end = start + 60 * minutes
-    coverage = differential.Coverage()
+    coverage, streams = differential.Coverage(), recursion_streams.StreamCoverage()
     while time.time() < end:
+        if rng.random() < RECURSION_SHARE:
+            _check_stream(rng.randrange(10 ** 9), streams, out_dir)
+            continue
         program_seed, call_seed = differential.random_case(rng)
         breaks = rng.random() < BREAKS_SHARE
         program = programs.generate(program_seed, breaks)
@@ -59,9 +66,24 @@ def main():
             print("DISAGREEMENT (program seed %d%s, call seed %d): %s -> %s"
                   % (program_seed, " with breaks" if breaks else "", call_seed,
                      outcome.problem, path), flush=True)
-    print("fuzz: seed %d, %d programs checked in %.1f minutes, %s"
-          % (seed, coverage.programs, (time.time() - start) / 60, coverage.summary()))
-    return 1 if coverage.disagreed else 0
+    print("fuzz: seed %d, %d programs checked in %.1f minutes, %s; %s"
+          % (seed, coverage.programs, (time.time() - start) / 60, coverage.summary(),
+             streams.summary()))
+    return 1 if coverage.disagreed or streams.disagreed else 0
+
+
+def _check_stream(stream_seed, streams, out_dir):
+    outcome = recursion_streams.check(stream_seed)
+    streams.add(outcome)
+    if outcome.problem:
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, "recursion_stream_%d.txt" % stream_seed)
+        with open(path, "w") as f:
+            f.write("recursion_streams.check(%d): %s%s\n%s\n" % (
+                stream_seed, outcome.model, " (group by group only)" if outcome.groups_only
+                else "", outcome.problem))
+        print("DISAGREEMENT (recursion stream %d, %s): %s -> %s"
+              % (stream_seed, outcome.model, outcome.problem.splitlines()[0], path), flush=True)
 
 
 if __name__ == "__main__":

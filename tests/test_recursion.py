@@ -10,68 +10,13 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 import recursive_programs as programs
+from recursion_twins import assert_same, pair, sentence_pairs, trees
 
 PROFILED = 3   # calls hybridize(dynamic=True) profiles before serving
 
 
-def pair(cls, **options):
-    """An imperative block and a dynamic one with the same parameters."""
-    blocks = []
-    for dynamic in (False, True):
-        mx.random.seed(0)
-        block = cls()
-        block.initialize(mx.init.Uniform(0.5))
-        if dynamic:
-            block.hybridize(dynamic=True, **options)
-        blocks.append(block)
-    return blocks
-
-
-def input_vectors(value):
-    """The arrays of real numbers in the arguments (the leaves' vectors, a
-    sentence's rows), whose gradients are compared: not words' indices."""
-    if isinstance(value, (list, tuple)):
-        return [vector for item in value for vector in input_vectors(item)]
-    if isinstance(value, programs.Tree):
-        return ([value.vector] if value.vector is not None else []) + \
-            input_vectors(value.children)
-    if isinstance(value, mx.nd.NDArray) and value.ndim > 1:
-        return [value]
-    return []
-
-
-def run(block, args, train):
-    """Output, parameter gradients and the gradients of the input vectors of one call."""
-    vectors = input_vectors(args)
-    for vector in vectors:
-        vector.attach_grad()
-    if not train:
-        return block(*args).asnumpy(), {}, []
-    with autograd.record():
-        out = block(*args)
-    out.backward()
-    params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
-              for name, p in block.collect_params().items()}
-    return out.asnumpy(), params, [v.grad.asnumpy().copy() for v in vectors]
-
-
-def assert_same(imperative, dynamic, args, train):
-    expected, got = run(imperative, args, train), run(dynamic, args, train)
-    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
-    for name in expected[1]:
-        np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
-                                   err_msg=name)
-    for want, have in zip(expected[2], got[2]):
-        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
-
-
 def calls_by_kind(block):
     return gluon_dyn.hybridize.report(block)["calls"]["by_kind"]
-
-
-def trees(seed, count, leaves=(2, 12), arity=2, vectors=False):
-    rng = np.random.RandomState(seed)
-    return [programs.random_tree(rng, rng.randint(*leaves), arity, vectors) for _ in range(count)]
 
 
 @pytest.mark.parametrize("arity", [2, 4])
@@ -207,19 +152,6 @@ def test_a_call_receiving_what_another_call_returned_gives_up_naming_it():
                           "recursive call returned")
     assert "recursion engine" in message
     assert calls_by_kind(dynamic)["recursion"] == 0
-
-
-def sentence_pairs(seed, count, words=(2, 12), length_known=False):
-    """(sentence, parse) pairs: new sentences of new lengths, new parses; with
-    `length_known`, the odd positions counted from the sentence's end."""
-    rng = np.random.RandomState(seed)
-    found = []
-    for _ in range(count):
-        length = int(rng.randint(*words))
-        found.append((programs.sentence(rng, length),
-                      programs.constituency(rng, length, length=length if length_known
-                                            else None)))
-    return found
 
 
 def train_steps(imperative, dynamic, batches, train=lambda call: True):
@@ -580,3 +512,17 @@ def test_outputs_of_a_program_outlive_its_next_call():
     np.testing.assert_allclose(kept.asnumpy(), imperative(first).asnumpy(), rtol=1e-5,
                                atol=1e-5)
     assert program_report(dynamic)["built"] == 1
+
+
+def test_fuzzing_streams_agree_and_would_report_a_wrong_result(monkeypatch):
+    from fuzzing import recursion_streams
+    from gluon_dyn.hybridize.recursion import engine
+    stream = 2     # a SentenceTreeLSTM stream, group by group only
+    clean = recursion_streams.check(stream)
+    assert clean.problem is None and clean.served == clean.calls - PROFILED > 0, clean
+    for name in ("run_groups", "run_program"):
+        real = getattr(engine, name)
+        monkeypatch.setattr(engine, name, lambda *args, real=real: [
+            value * 1.001 for value in real(*args)])
+    wrong = recursion_streams.check(stream)
+    assert wrong.problem is not None and wrong.problem.startswith("call %d" % PROFILED), wrong

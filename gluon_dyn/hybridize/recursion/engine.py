@@ -51,9 +51,9 @@ class RecursionEngine:
         self.signatures = collections.OrderedDict()   # key -> Signatures
         self.arenas = {}          # (function, output type, passes) -> Arena
         self.runners = {}         # BatchedGraph -> GraphRunner
-        self.shape_keyed = {}     # BatchedGraph -> ShapeKeyedRunner (inference group by group)
+        self.shape_keyed = {}     # BatchedGraph -> ShapeKeyedRunner (group by group)
         self._zero_rows = collections.OrderedDict()   # (rows, row shape, dtype) -> NDArray
-        self._arena_rows = {}     # Arena -> its rows in recent inference calls group by group
+        self._arena_rows = {}     # Arena -> its rows in recent calls group by group
         self.programs = ProgramCache()
         self._zeros = {}          # Arena -> its first rows
         self.gave_up = None       # why the engine no longer serves calls
@@ -136,10 +136,10 @@ class RecursionEngine:
     def _run_as(self, variant, plan):
         program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
-            if self.tvm is None and not autograd.is_recording():
+            if self.tvm is None:
                 # Training runs the exact rows (program_cache.py); a TVM plan's
-                # shapes are symbolic.
-                plan.place(arena_rows=self._arena_rows)
+                # shapes are symbolic (it runs unbucketed).
+                plan.place(arena_rows=self._arena_rows, exact=autograd.is_recording())
                 return run_groups(plan, self._zeros_of, self._shape_keyed, self._zero_rows_of)
             plan.place()
             return run_groups(plan, self._zeros_of, self.runners.__getitem__)
@@ -263,7 +263,7 @@ class RecursionEngine:
     def report(self):
         """What the engine did: its state, the recursive functions, the calls and
         nodes it served and the groups (batched calls) it ran, its whole-call
-        programs (calls they ran, programs built and kept), inference group by
+        programs (calls they ran, programs built and kept), calls group by
         group on static graphs per shapes (kept, calls on kept or new shapes), under backend="tvm"
         the measured choice between programs and group-by-group TVM plans, and
         per compiled body its signature, whether it batches (and its down stage),
@@ -281,8 +281,8 @@ class RecursionEngine:
             "bodies": [self._body_report(body) for body in bodies]}
 
     def _group_by_group_report(self):
-        """Inference group by group (bucketed): the static CachedOps kept over
-        the graphs, and the calls they served or that met new shapes."""
+        """Calls group by group (bucketed): the static CachedOps kept over the
+        graphs, and the calls they served or that met new shapes."""
         runners = [runner for runner in self.shape_keyed.values()
                    if isinstance(runner, ShapeKeyedRunner)]
         return {"kept_shapes": sum(runner.kept for runner in runners),

@@ -67,15 +67,15 @@ class GraphRunner:
 
 
 class ShapeKeyedRunner:
-    """Inference of one graph group by group, placed bucketed (schedule.py): a
-    static CachedOp per shapes of its inputs once they have come twice, the
-    SHAPES_KEPT most recent kept; shapes met once run on one CachedOp shared by
-    them. MXNet plans a static CachedOp's memory and operators again whenever
-    its input shapes change, at three times the cost of a small body's kernels
-    (and making a CachedOp costs four times that); bucketed, a body's graph
-    meets a few shapes over any stream of trees. Its calls count in the
-    GraphRunner's (`counted`); `on_kept_shapes` and `on_new_shapes` count
-    them by whether a kept CachedOp served them."""
+    """One graph run group by group, placed bucketed (schedule.py): a static
+    CachedOp per shapes of its inputs (recorded or not) once they have come
+    twice, the SHAPES_KEPT most recent kept; shapes met once run on one
+    CachedOp shared by them. MXNet plans a static CachedOp's memory and
+    operators again whenever its input shapes change, at three times the cost
+    of a small body's kernels (and making a CachedOp costs four times that);
+    bucketed, a body's graph meets a few shapes over any stream of trees. Its
+    calls count in the GraphRunner's (`counted`); `on_kept_shapes` and
+    `on_new_shapes` count them by whether a kept CachedOp served them."""
 
     def __init__(self, symbol, inputs, counted):
         self.symbol, self._counted = symbol, counted
@@ -92,7 +92,8 @@ class ShapeKeyedRunner:
         return len(self._ops)
 
     def __call__(self, values):
-        shapes = tuple(values[position].shape for position in self._varying)
+        shapes = (autograd.is_recording(),) + tuple(
+            values[position].shape for position in self._varying)
         op = self._ops.get(shapes)
         if op is not None:
             self._ops.move_to_end(shapes)

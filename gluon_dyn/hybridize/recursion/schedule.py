@@ -15,13 +15,14 @@ stretch of it). A group may be given more rows than it has nodes (its
 capacity): the rows past its nodes read row 0 (zeros) and their results are
 never read, so that a program sees the same shapes call after call.
 
-Placed bucketed (inference group by group), a group's capacity is a power of
-two, every arena has a power of two rows from the start (`arena_rows`, the
-most recent calls needed, unless over four times this call's) and a group
-writes its rows into it at the row indices `written` gives
-(BatchedGraph.scattered) instead of appending them, so that a body's graph
-meets a few input shapes over a stream of new trees and runs without MXNet
-planning its memory again (execution.ShapeKeyedRunner).
+Placed bucketed (group by group), a group's capacity is a power of two (for
+inference; training runs its nodes' rows, program_cache.py), every arena has a
+power of two rows from the start (`arena_rows`, the most recent calls needed,
+unless over four times this call's) and a group writes its rows into it at
+the row indices `written` gives (BatchedGraph.scattered) instead of appending
+them, so that a body's graph meets a few input shapes over a stream of new
+trees and runs without MXNet planning its memory again
+(execution.ShapeKeyedRunner).
 """
 import numpy as np
 
@@ -64,18 +65,18 @@ class Schedule:
         self.groups, self.indices, self.arena_rows = groups, None, None
         self.key = tuple((group.graph, group.variant) for group in groups)
 
-    def place(self, capacities=None, arena_rows=None):
+    def place(self, capacities=None, arena_rows=None, exact=False):
         """Gives each node its rows in its function's arenas (row 0 holds zeros)
         and makes `indices`; group i takes max(its nodes, capacities[i]) rows.
         With `arena_rows` (the rows each arena had in recent calls, updated),
-        bucketed: a power of two of them, written into arenas of a power of two
-        rows (module doc)."""
+        bucketed: a power of two of them (its nodes' with `exact`, as training
+        runs), written into arenas of a power of two rows (module doc)."""
         bucketed = arena_rows is not None
         next_row, indices = {}, []
         for number, group in enumerate(self.groups):
             if capacities is not None and capacities[number] > group.capacity:
                 group.capacity = capacities[number]
-            if bucketed:
+            if bucketed and not exact:
                 group.capacity = power_of_two(group.capacity)
             graph = group.graph
             if graph.writes is not None:

@@ -1,0 +1,113 @@
+"""Streams of new trees through the recursion engine (`make fuzz`): one of the
+recursive models of recursive_programs.py, imperative and
+hybridize(dynamic=True), 8 to 30 calls on new random trees (sentences and
+their parses, minibatches, a context array), inference and training with an
+SGD step after each training call, compared call by call: outputs, parameter
+gradients, input gradients (recursion_twins.assert_same). Half the streams
+never build a whole-call program, so that every call runs group by group;
+the others run as the engine chooses. `check(seed)` repeats a stream.
+"""
+import dataclasses
+import warnings
+
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+
+import gluon_dyn
+import recursive_programs as programs
+from gluon_dyn.hybridize.recursion import program_cache
+from recursion_twins import assert_same, pair, sentence_pairs, trees
+
+MODELS = (programs.TreeRNN, programs.LabelGatedRNN, programs.RecursiveForward,
+          programs.MutualRecursion, programs.WholeSumRNN, programs.TopDownRNN,
+          programs.ChildSumTreeLSTM, programs.MinibatchTreeLSTM, programs.SentenceTreeLSTM,
+          programs.PairTreeLSTM)
+# Larger rates grow the logits until an ulp of a parameter moves an output past
+# the tolerance: imperative's own results become ill-conditioned.
+LEARNING_RATE = 0.02
+NEVER = (10 ** 9, 10 ** 9)   # program_cache.SIGHTINGS that never build a program
+
+
+@dataclasses.dataclass
+class StreamOutcome:
+    model: str
+    groups_only: bool
+    calls: int
+    served: int          # calls the recursion engine served
+    problem: str = None  # how the dynamic model differed or failed
+
+
+def arguments(model, rng):
+    """New arguments of a call of `model`, drawn from `rng`."""
+    seed = int(rng.randint(1 << 30))
+    if model is programs.ChildSumTreeLSTM:
+        return (programs.random_tree(rng, rng.randint(2, 14), rng.choice([2, 3, 4])),)
+    if model is programs.MinibatchTreeLSTM:
+        return ([programs.random_tree(rng, rng.randint(2, 14), rng.choice([2, 3, 4]))
+                 for _ in range(rng.randint(1, 4))],)
+    if model is programs.SentenceTreeLSTM:
+        return (sentence_pairs(seed, rng.randint(1, 4), words=(2, 14)),)
+    if model is programs.PairTreeLSTM:
+        lengths = rng.randint(2, 10, size=2)
+        return (mx.nd, programs.sentence(rng, lengths[0]), programs.sentence(rng, lengths[1]),
+                programs.dependency(rng, lengths[0]), programs.dependency(rng, lengths[1]))
+    if model is programs.RecursiveForward:
+        return (trees(seed, 1, leaves=(2, 14), arity=3)[0],)
+    batch = trees(seed, rng.randint(1, 4), leaves=(2, 14), vectors=True)
+    if model is programs.MutualRecursion:
+        return batch, mx.nd.array(rng.standard_normal((1, programs.HIDDEN)))
+    return (batch,)
+
+
+def check(seed):
+    """The StreamOutcome of stream `seed`."""
+    rng = np.random.RandomState(seed)
+    model = MODELS[rng.randint(len(MODELS))]
+    groups_only = bool(rng.uniform() < 0.5)
+    calls, training_share = rng.randint(8, 31), rng.uniform(0.2, 0.6)
+    outcome = StreamOutcome(model.__name__, groups_only, 0, 0)
+    sightings = program_cache.SIGHTINGS
+    if groups_only:
+        program_cache.SIGHTINGS = NEVER
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            imperative, dynamic = pair(model)
+            trainers = [gluon.Trainer(block.collect_params(), "sgd",
+                                      {"learning_rate": LEARNING_RATE})
+                        for block in (imperative, dynamic)]
+            for _ in range(calls):
+                args, train = arguments(model, rng), bool(rng.uniform() < training_share)
+                try:
+                    assert_same(imperative, dynamic, args, train)
+                except Exception as error:  # noqa: BLE001 - the stream's finding
+                    outcome.problem = "call %d (%s): %s: %s" % (
+                        outcome.calls, "training" if train else "inference",
+                        type(error).__name__, str(error).strip()[:2000])
+                    break
+                outcome.calls += 1
+                if train:
+                    for trainer in trainers:
+                        trainer.step(1, ignore_stale_grad=True)
+        outcome.served = gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["recursion"]
+    finally:
+        program_cache.SIGHTINGS = sightings
+    return outcome
+
+
+class StreamCoverage:
+    """What the streams of a run covered: streams, calls, calls the engine served."""
+
+    def __init__(self):
+        self.streams = self.calls = self.served = self.disagreed = 0
+
+    def add(self, outcome):
+        self.streams += 1
+        self.calls += outcome.calls
+        self.served += outcome.served
+        self.disagreed += outcome.problem is not None
+
+    def summary(self):
+        return ("%d recursion streams (%d calls, %d served by the recursion engine), "
+                "%d disagreed" % (self.streams, self.calls, self.served, self.disagreed))

@@ -1,0 +1,79 @@
+"""Imperative and hybridize(dynamic=True) twins of the recursive models
+(recursive_programs.py), their inputs, and the comparison of a call: outputs,
+parameter gradients and the gradients of the input vectors (test_recursion.py,
+fuzzing/recursion_streams.py)."""
+import mxnet as mx
+import numpy as np
+from mxnet import autograd
+
+import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
+import recursive_programs as programs
+
+
+def pair(cls, **options):
+    """An imperative block and a dynamic one with the same parameters."""
+    blocks = []
+    for dynamic in (False, True):
+        mx.random.seed(0)
+        block = cls()
+        block.initialize(mx.init.Uniform(0.5))
+        if dynamic:
+            block.hybridize(dynamic=True, **options)
+        blocks.append(block)
+    return blocks
+
+
+def input_vectors(value):
+    """The arrays of real numbers in the arguments (the leaves' vectors, a
+    sentence's rows), whose gradients are compared: not words' indices."""
+    if isinstance(value, (list, tuple)):
+        return [vector for item in value for vector in input_vectors(item)]
+    if isinstance(value, programs.Tree):
+        return ([value.vector] if value.vector is not None else []) + \
+            input_vectors(value.children)
+    if isinstance(value, mx.nd.NDArray) and value.ndim > 1:
+        return [value]
+    return []
+
+
+def run(block, args, train):
+    """Output, parameter gradients and the gradients of the input vectors of one call."""
+    vectors = input_vectors(args)
+    for vector in vectors:
+        vector.attach_grad()
+    if not train:
+        return block(*args).asnumpy(), {}, []
+    with autograd.record():
+        out = block(*args)
+    out.backward()
+    params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
+              for name, p in block.collect_params().items()}
+    return out.asnumpy(), params, [v.grad.asnumpy().copy() for v in vectors]
+
+
+def assert_same(imperative, dynamic, args, train):
+    expected, got = run(imperative, args, train), run(dynamic, args, train)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    for name in expected[1]:
+        np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+    for want, have in zip(expected[2], got[2]):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+def trees(seed, count, leaves=(2, 12), arity=2, vectors=False):
+    rng = np.random.RandomState(seed)
+    return [programs.random_tree(rng, rng.randint(*leaves), arity, vectors) for _ in range(count)]
+
+
+def sentence_pairs(seed, count, words=(2, 12), length_known=False):
+    """(sentence, parse) pairs: new sentences of new lengths, new parses; with
+    `length_known`, the odd positions counted from the sentence's end."""
+    rng = np.random.RandomState(seed)
+    found = []
+    for _ in range(count):
+        length = int(rng.randint(*words))
+        found.append((programs.sentence(rng, length),
+                      programs.constituency(rng, length, length=length if length_known
+                                            else None)))
+    return found
