@@ -167,11 +167,11 @@ def peak_memory_kb(name, mode):
         _forget_peak()
         run = inference_run(program, model)
         for call in range(WARMUP):
-            harness.as_numpy(run(*program.inputs(call)))
+            harness.as_numpy(run(*program.inputs(call))[0])
         if program.loss is not None:
             train, make = training_run(program, model), batch_inputs(program)
             for step in range(5):
-                harness.as_numpy(train(*make(step)))
+                harness.as_numpy(train(*make(step))[0])
         mx.nd.waitall()
     return _status_kb("VmHWM")
 
