@@ -13,6 +13,15 @@ import recursive_programs as programs
 from recursion_twins import assert_same, pair, sentence_pairs, trees
 
 PROFILED = 3   # calls hybridize(dynamic=True) profiles before serving
+NEVER = (10 ** 9, 10 ** 9)   # program_cache.SIGHTINGS under which no key gets a program
+
+
+@pytest.fixture
+def programs_at_first_sight(monkeypatch):
+    """Every schedule key gets its whole-call program at its first call (by default
+    at its second), for tests of what programs do."""
+    from gluon_dyn.hybridize.recursion import program_cache
+    monkeypatch.setattr(program_cache, "SIGHTINGS", (1, 4))
 
 
 def calls_by_kind(block):
@@ -267,7 +276,7 @@ def test_errors_raise_as_in_python():
 
 
 @pytest.mark.parametrize("train", [False, True])
-def test_depth_100_in_every_mode(train):
+def test_depth_100_in_every_mode(train, programs_at_first_sight):
     rng = np.random.RandomState(7)
     deep = [([programs.chain(100, rng)],) for _ in range(6)]
     for cls in (programs.MinibatchTreeLSTM,      # profiled calls, then the recursion engine
@@ -320,7 +329,7 @@ def height(tree):
     return 1 + max(height(child) for child in tree.children) if tree.children else 0
 
 
-def test_each_call_runs_as_one_program_per_tree_height():
+def test_each_call_runs_as_one_program_per_tree_height(programs_at_first_sight):
     imperative, dynamic = pair(programs.TreeRNN)
     keys = set()
     for call in range(16):
@@ -361,7 +370,7 @@ def test_programs_stay_bounded_over_many_distinct_trees(monkeypatch):
 def test_new_trees_group_by_group_run_static_graphs_of_a_few_shapes(monkeypatch, cls):
     from gluon_dyn.hybridize.recursion import program_cache
     # No key ever gets a program: every call runs group by group.
-    monkeypatch.setattr(program_cache, "SIGHTINGS", (10 ** 9, 10 ** 9))
+    monkeypatch.setattr(program_cache, "SIGHTINGS", NEVER)
     imperative, dynamic = pair(cls)
     calls = 40
     for call in range(calls):
@@ -377,7 +386,12 @@ def test_new_trees_group_by_group_run_static_graphs_of_a_few_shapes(monkeypatch,
     assert made["on_kept_shapes"] > 2 * made["on_new_shapes"], made
 
 
-def test_two_recorded_calls_then_one_backward():
+@pytest.mark.parametrize("runs", ["program", "group by group"])
+def test_two_recorded_calls_then_one_backward(monkeypatch, runs):
+    from gluon_dyn.hybridize.recursion import program_cache
+    # As one program each, or group by group: the static graphs of a body met
+    # twice by the two calls before the backward.
+    monkeypatch.setattr(program_cache, "SIGHTINGS", (1, 4) if runs == "program" else NEVER)
     imperative, dynamic = pair(programs.TreeRNN)
     for call in range(PROFILED):
         assert_same(imperative, dynamic, (trees(400 + call, 2, vectors=True),), train=False)
@@ -389,7 +403,8 @@ def test_two_recorded_calls_then_one_backward():
         loss.backward()
         grads.append({name[len(block.prefix):]: p.grad().asnumpy().copy()
                       for name, p in block.collect_params().items()})
-    assert program_report(dynamic)["calls"] == 2
+    assert program_report(dynamic)["calls"] == (2 if runs == "program" else 0)
+    assert calls_by_kind(dynamic)["recursion"] == 2
     for name in grads[0]:
         np.testing.assert_allclose(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-5,
                                    err_msg=name)
@@ -436,7 +451,7 @@ def test_tvm_inference_runs_as_program_or_group_by_group_as_measured(tmp_path, m
 
 
 @pytest.mark.parametrize("train", [False, True])
-def test_trees_deeper_than_the_compiled_walk_recurses(train):
+def test_trees_deeper_than_the_compiled_walk_recurses(train, programs_at_first_sight):
     from gluon_dyn.hybridize.recursion.compiled_walk import MAX_DEPTH
     imperative, dynamic = pair(programs.TreeRNN)
     rng = np.random.RandomState(11)
@@ -470,7 +485,7 @@ def test_a_word_unlike_the_others_is_walked_again_and_checked(odd_word):
     assert recursion["arrays_differed"] == 2
 
 
-def test_inference_programs_run_narrower_trees_on_the_widest_rows():
+def test_inference_programs_run_narrower_trees_on_the_widest_rows(programs_at_first_sight):
     imperative, dynamic = pair(programs.TreeRNN)
     rng = np.random.RandomState(700)
     for call in range(PROFILED):
@@ -526,3 +541,16 @@ def test_fuzzing_streams_agree_and_would_report_a_wrong_result(monkeypatch):
             value * 1.001 for value in real(*args)])
     wrong = recursion_streams.check(stream)
     assert wrong.problem is not None and wrong.problem.startswith("call %d" % PROFILED), wrong
+
+
+def test_a_key_gets_its_program_at_its_second_call_or_its_fourth_among_new_keys(monkeypatch):
+    from gluon_dyn.hybridize.recursion import program_cache
+    monkeypatch.setattr(program_cache, "CallProgram", lambda key: key)
+    monkeypatch.setattr(program_cache, "Program", lambda built: ("program of", built))
+    cache = program_cache.ProgramCache()
+    assert cache.get("a") is None and cache.get("a") == ("program of", "a")
+    # Most recent calls find no program (new keys): a key needs four calls.
+    for key in range(program_cache.RECENT_CALLS):
+        assert cache.get(key) is None
+    assert [cache.get("b") for _ in range(4)][2:] == [None, ("program of", "b")]
+    assert cache.get("a") == ("program of", "a") and cache.report()["built"] == 2

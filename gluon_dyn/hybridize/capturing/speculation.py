@@ -12,7 +12,14 @@ import threading
 
 import mxnet as mx
 
-_local = threading.local()
+
+class _ThreadProfile(threading.local):
+    """The profile recording on this thread (a class default: a missing attribute
+    read with getattr costs an exception at every predicate)."""
+    profile = None
+
+
+_local = _ThreadProfile()
 
 
 class Profile:
@@ -59,7 +66,7 @@ class profiling:
         self.profile = profile
 
     def __enter__(self):
-        self.outer = getattr(_local, "profile", None)
+        self.outer = _local.profile
         _local.profile = self.profile
 
     def __exit__(self, *exc):
@@ -67,14 +74,14 @@ class profiling:
 
 
 def record_branch(location, cond):
-    profile = getattr(_local, "profile", None)
+    profile = _local.profile
     if profile is not None and isinstance(cond, mx.nd.NDArray):
         # bool(): an np array (np mode) has no asscalar; both read their one element.
         profile.branches.setdefault(location, set()).add(bool(cond))
 
 
 def record_trip_count(location, count):
-    profile = getattr(_local, "profile", None)
+    profile = _local.profile
     if profile is not None:
         profile.trip_counts.setdefault(location, set()).add(count)
 

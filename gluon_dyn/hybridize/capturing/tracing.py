@@ -9,7 +9,15 @@ from ...origin import user_location
 from . import fates, symbolic_shapes
 from .fallback_required import FallbackRequired
 
-_local = threading.local()
+
+class _ThreadTrace(threading.local):
+    """The trace in progress on this thread (a class default, not getattr with a
+    default: converted code asks for it at every call it makes, and a missing
+    attribute costs an exception each time)."""
+    trace = None
+
+
+_local = _ThreadTrace()
 
 
 class Trace:
@@ -287,7 +295,7 @@ def dtype_of(symbol):
 
 def current():
     """The Trace in progress on this thread, or None."""
-    return getattr(_local, "trace", None)
+    return _local.trace
 
 
 def speculate(kind, location):

@@ -11,11 +11,11 @@ most as many as the call's own). Training runs the exact rows (a padded row's
 gradient would be zero times whatever the body's derivative is at zeros, which
 need not be finite).
 
-Building a program costs a few calls run group by group. A key gets its
-program at once, but when most recent calls found no program (keys that
-hardly repeat: new trees with many bodies per height) only once it has come
-four times (SIGHTINGS; its calls until then run group by group), so that such
-streams build programs only for the keys that recur.
+Building a program costs a few calls run group by group, so a key gets its
+program at its second call, or when most recent calls found no program (keys
+that hardly repeat: new trees with many bodies per height) at its fourth
+(SIGHTINGS; its calls until then run group by group, whose static graphs warm
+up meanwhile), so that programs are built only for the keys that recur.
 """
 import collections
 
@@ -24,7 +24,7 @@ from .execution import GraphRunner
 
 MAX_PROGRAMS = 32    # programs kept
 RECENT_CALLS = 16    # calls over which the share of calls that found no program is counted
-SIGHTINGS = (1, 4)   # calls of a key when it is built: most recent calls found a program, or not
+SIGHTINGS = (2, 4)   # the call of a key that builds it: most recent calls found a program, or not
 
 
 class ProgramCache:
