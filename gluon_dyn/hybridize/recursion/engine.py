@@ -264,8 +264,9 @@ class RecursionEngine:
         """What the engine did: its state, the recursive functions, the calls and
         nodes it served and the groups (batched calls) it ran, its whole-call
         programs (calls they ran, programs built and kept), calls group by
-        group on static graphs per shapes (kept, calls on kept or new shapes), under backend="tvm"
-        the measured choice between programs and group-by-group TVM plans, and
+        group on static graphs per shapes (kept, calls on kept or new shapes),
+        under backend="tvm" the measured choice between programs and
+        group-by-group TVM plans, and
         per compiled body its signature, whether it batches (and its down stage),
         and its calls by backend when it ran group by group."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]

@@ -80,7 +80,8 @@ class Schedule:
                 group.capacity = power_of_two(group.capacity)
             graph = group.graph
             if graph.writes is not None:
-                firsts = {arena: next_row.get(arena, 1) for arena, _ in graph.writes}
+                firsts = {arena: next_row.get(arena, 1) for arena, _ in graph.writes} \
+                    if bucketed else None
                 if graph.stage == DOWN:
                     _place_passes(group, next_row)
                 else:
