@@ -10,10 +10,10 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 import recursive_programs as programs
+from fuzzing.recursion_streams import NEVER
 from recursion_twins import assert_same, pair, sentence_pairs, trees
 
 PROFILED = 3   # calls hybridize(dynamic=True) profiles before serving
-NEVER = (10 ** 9, 10 ** 9)   # program_cache.SIGHTINGS under which no key gets a program
 
 
 @pytest.fixture
