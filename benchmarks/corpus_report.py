@@ -29,7 +29,7 @@ import corpus  # noqa: E402
 from corpus.compare import Wrong, run_twins  # noqa: E402
 from corpus.floors import misses  # noqa: E402
 from corpus.program import SEED, seeded  # noqa: E402
-from dynamic_twins import twins  # noqa: E402
+from dynamic_twins import seeded_block, twins  # noqa: E402
 
 from gluon_dyn.hybridize.timing import speed_check  # noqa: E402
 
@@ -146,7 +146,7 @@ def _status_kb(field):
 
 def _forget_peak():
     """Reset the process's peak resident memory (VmHWM) to what it holds now: the
-    peak of building the models (twins builds two) is not the calls' doing."""
+    peak of building the model is not the calls' doing."""
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
 
@@ -159,10 +159,11 @@ def peak_memory_kb(name, mode):
     program = corpus.named(name)
     with program.scope(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = twins(program.make, seed=SEED, initialized=True,
-                      methods=program.methods)[0 if mode == "imperative" else 1]
-        if mode == "imperative":
-            model.hybridize(active=False)
+        # One model in the process: a twin dropped would leave its freed memory to
+        # chance (the allocator may or may not give it back to the system).
+        model = seeded_block(program.make, seed=SEED, initialized=True)
+        if mode == "dynamic":
+            model.hybridize(dynamic=True, methods=program.methods)
         mx.nd.waitall()
         _forget_peak()
         run = inference_run(program, model)

@@ -23,23 +23,27 @@ def twins(make, example=None, seed=0, init=None, initialized=False, **options):
     and GluonCV's pretrained=False ones do, under the same seeds); `example`: a tuple
     of arguments of a first call that finishes Gluon's deferred initialization of
     both; `options`: of the dynamic block's hybridize."""
-    blocks = []
-    for _ in range(2):
-        if initialized:   # every generator a package's constructor may draw from
-            random.seed(seed)
-            np.random.seed(seed)
-            mx.random.seed(seed)
-            block = make()
-        else:
-            block = make()
-            mx.random.seed(seed)
-            block.initialize(init if init is not None else mx.init.Uniform(0.5))
-        if example is not None:
-            block(*example)
-        blocks.append(block)
+    blocks = [seeded_block(make, example, seed, init, initialized) for _ in range(2)]
     copy_parameters(blocks[0], blocks[1])
     blocks[1].hybridize(dynamic=True, **options)
     return blocks
+
+
+def seeded_block(make, example=None, seed=0, init=None, initialized=False):
+    """One block as `twins` makes each of its two: alone, where a second copy would
+    be in the way (a process's memory)."""
+    if initialized:   # every generator a package's constructor may draw from
+        random.seed(seed)
+        np.random.seed(seed)
+        mx.random.seed(seed)
+        block = make()
+    else:
+        block = make()
+        mx.random.seed(seed)
+        block.initialize(init if init is not None else mx.init.Uniform(0.5))
+    if example is not None:
+        block(*example)
+    return block
 
 
 def copy_parameters(source, target):

@@ -25,6 +25,11 @@ the graph what Python would raise (an index out of range, an int too large for
 float32 to hold exactly, a division by zero): the call then runs as Python and
 raises as Python does.
 
+A read of an index an `argmax` or `argmin` computed is known to be an integer in
+[0, n) for the n elements it chose from (`bounds`), as are `int()` of it and a
+list's element chosen among such numbers: indexing by one needs no guard where
+every value it can take is in range (a Viterbi decoder's back-pointers).
+
 Only reads of legacy float32 arrays, which float32 holds exactly, become
 HostValues, and only outside the bodies of graph branches and loops, where a
 guard cannot reach, and outside export; other reads stay graph breaks.
@@ -65,12 +70,14 @@ _REFLECTED = ("+", "-", "*", "/", "//", "%", "**")
 class HostValue:
     """A number read from a tensor while tracing, kept in the graph: `symbol` (a
     one-element float32 Symbol) and `type` (the Python or numpy type of the number
-    the read gives); `where`: the user's line of the read."""
+    the read gives); `where`: the user's line of the read; `bounds`: (low, high)
+    where the number is known to be an integer with low <= number <= high, from
+    what computed it, else None."""
 
-    __slots__ = ("symbol", "type", "where")
+    __slots__ = ("symbol", "type", "where", "bounds")
 
-    def __init__(self, symbol, value_type, where):
-        self.symbol, self.type, self.where = symbol, value_type, where
+    def __init__(self, symbol, value_type, where, bounds=None):
+        self.symbol, self.type, self.where, self.bounds = symbol, value_type, where, bounds
 
     def needed(self, use):
         """The graph break for a use that needs the number in Python."""
@@ -144,7 +151,28 @@ def read(symbol):
         return None
     if tuple(shape) != (1,) or trace.inferred_dtype(symbol) != np.float32:
         return None   # as written: asscalar's own error, or a value float32 may not hold
-    return HostValue(mx.sym.BlockGrad(symbol), np.float32, user_location())
+    return HostValue(mx.sym.BlockGrad(symbol), np.float32, user_location(),
+                     _index_bounds(trace, symbol))
+
+
+_INDEX_OPS = ("argmax", "argmin")
+
+
+def _index_bounds(trace, symbol):
+    """(0, n - 1) where `symbol` is an index `argmax` or `argmin` chose among n
+    elements (its output holds nothing else, NaNs included), else None."""
+    if symbol.attr("op_name") not in _INDEX_OPS:
+        return None
+    try:
+        shape = trace.static_shape(symbol.get_children()[0])
+    except AttributeError:
+        return None
+    axis = symbol.attr("axis")
+    if axis in (None, "None"):
+        count = int(np.prod(shape))
+    else:
+        count = shape[int(axis)] if -len(shape) <= int(axis) < len(shape) else 0
+    return (0, count - 1) if 0 < count <= EXACT_INTEGERS else None
 
 
 def _usable():
@@ -165,9 +193,11 @@ def _check(holds, failure):
 
 
 def _integer(value):
-    """`value` (standing for an int): guarded to stay where float32 holds ints exactly."""
-    _check(mx.sym.broadcast_lesser_equal(mx.sym.abs(value.symbol),
-                                         mx.sym.full((1,), EXACT_INTEGERS)),
+    """`value` (standing for an int): guarded to stay where float32 holds ints exactly,
+    unless its bounds say so."""
+    if value.bounds is not None and max(map(abs, value.bounds)) <= EXACT_INTEGERS:
+        return value
+    _check(mx.sym.abs(value.symbol) <= EXACT_INTEGERS,
            "an integer read from a tensor at %s exceeds %d, which float32 cannot hold exactly"
            % (value.where, EXACT_INTEGERS))
     return value
@@ -244,8 +274,8 @@ def call(f, args, kwargs):
                  if isinstance(arg, HostValue))
     _refuse_inside_bodies(value, "passing it to a function")
     if f is int and len(args) == 1 and not kwargs:
-        if _is_integer_type(value.type):
-            return HostValue(value.symbol, int, value.where)
+        if _is_integer_type(value.type) or value.bounds is not None:
+            return HostValue(value.symbol, int, value.where, value.bounds)
         # int() truncates towards zero, as fix does.
         return _integer(HostValue(mx.sym.fix(value.symbol), int, value.where))
     if f is float and len(args) == 1 and not kwargs:
@@ -301,13 +331,19 @@ def get_item(target, key):
 
 
 def _position(index, length, what):
-    """`index` (a HostValue) as a position in [0, length), negative ones counted from
-    the end; guarded to be in range (Python raises IndexError otherwise)."""
-    position = index.symbol + (index.symbol < 0) * length
-    _check(mx.sym.broadcast_logical_and(position >= 0, position < length),
-           "an index read from a tensor at %s is out of range for %s of length %d"
-           % (index.where, what, length))
-    return position
+    """`index` (a HostValue) as an index `take` reads with mode="wrap" (negative ones
+    count from the end); guarded to be in [-length, length) (Python raises
+    IndexError otherwise), unless its bounds say it is."""
+    low, high = index.bounds if index.bounds is not None else (-EXACT_INTEGERS, EXACT_INTEGERS)
+    in_range = [(index.symbol < length) if high >= length else None,
+                (index.symbol >= -length) if low < -length else None]
+    in_range = [test for test in in_range if test is not None]
+    if in_range:
+        _check(in_range[0] if len(in_range) == 1 else
+               mx.sym.broadcast_logical_and(*in_range),
+               "an index read from a tensor at %s is out of range for %s of length %d"
+               % (index.where, what, length))
+    return index.symbol
 
 
 def _array_item(target, parts, host):
@@ -339,7 +375,7 @@ def _array_item(target, parts, host):
             begin.append(position), end.append(position + 1), step.append(1)
     result = mx.sym.slice(target, begin=tuple(begin), end=tuple(end), step=tuple(step))
     for axis, position in gathered:
-        result = mx.sym.take(result, position, axis=axis, mode="clip")
+        result = mx.sym.take(result, position, axis=axis, mode="wrap")
     return mx.sym.reshape(result, shape=tuple(kept) or (1,))
 
 
@@ -356,7 +392,7 @@ def _sequence_item(target, host):
             raise host.needed("indexing a list of arrays of different or unknown shapes")
         stacked = mx.sym.stack(*target, axis=0)
         position = _position(host, len(target), "a %s" % type(target).__name__)
-        return mx.sym.squeeze(mx.sym.take(stacked, position, axis=0, mode="clip"), axis=0)
+        return mx.sym.squeeze(mx.sym.take(stacked, position, axis=0, mode="wrap"), axis=0)
     types = {item.type if isinstance(item, HostValue) else type(item) for item in target}
     if len(types) != 1 or not all(isinstance(item, (HostValue,) + _NUMBERS) for item in target):
         raise host.needed("indexing a list of values other than numbers of one type")
@@ -366,7 +402,18 @@ def _sequence_item(target, host):
     values = mx.sym.concat(*[item.symbol if isinstance(item, HostValue) else _constant(item)
                              for item in target], dim=0)
     position = _position(host, len(target), "a %s" % type(target).__name__)
-    return HostValue(mx.sym.take(values, position, axis=0, mode="clip"), types.pop(), host.where)
+    return HostValue(mx.sym.take(values, position, axis=0, mode="wrap"), types.pop(), host.where,
+                     _bounds_of_any(target))
+
+
+def _bounds_of_any(values):
+    """The bounds of a number that is one of `values` (HostValues and numbers), or None
+    where one of them has none."""
+    bounds = [value.bounds if isinstance(value, HostValue) else
+              (int(value),) * 2 if _is_integer_type(type(value)) else None for value in values]
+    if any(bound is None for bound in bounds):
+        return None
+    return min(low for low, _ in bounds), max(high for _, high in bounds)
 
 
 def asserted(test):
