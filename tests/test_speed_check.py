@@ -78,8 +78,9 @@ class Recurrent(mx.gluon.Block):
 def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
     """A recorded call's sample is its forward plus the span from its outputs'
     gradients to the end of the backward that reached them (an injected clock
-    ticking one second per reading), taken at the next call; gradients and
-    BatchNorm's statistics are those of imperative runs."""
+    ticking one second per reading), taken when that backward ends (a decision
+    it completes serves the next call); gradients and BatchNorm's statistics are
+    those of imperative runs."""
     from gluon_dyn.hybridize.passes import backward_timing
     ticks = iter(range(1, 10 ** 6))
     monkeypatch.setattr(backward_timing, "clock", lambda: float(next(ticks)))
@@ -98,6 +99,7 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
             with mx.autograd.record():
                 loss = (block(x) * weights).sum()
             loss.backward()
+        assert not runner.speed_check.pending, call
         for (name, a), (_, b) in zip(sorted(imperative.collect_params().items()),
                                      sorted(dynamic.collect_params().items())):
             np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5,

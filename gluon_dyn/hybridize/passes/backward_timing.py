@@ -51,8 +51,11 @@ class RecordedCallTiming:
     """One timed recorded call: its forward's milliseconds, and when its backward
     reached its outputs and when that backward had finished."""
 
-    def __init__(self, variant):
+    def __init__(self, variant, when_finished=None):
         self.variant = variant
+        # Called once its backward has finished: a weakref.WeakMethod, so that the
+        # speed check holding this timing is not held by it in turn.
+        self.when_finished = when_finished
         self.forward_ms = None
         self.started = None          # clock() when the outputs' gradients arrived
         self.finished = None         # ... when the backward that got there had finished
@@ -97,6 +100,9 @@ def timing_backward(backward):
             if timing.started is not None:
                 timing.finished = finished
                 _awaiting.discard(timing)
+                told = timing.when_finished() if timing.when_finished is not None else None
+                if told is not None:
+                    told()
         return result
     wrapper.__doc__, wrapper.__name__ = backward.__doc__, backward.__name__
     return wrapper

@@ -11,8 +11,10 @@ choice that looks wrong later (or a scheduled re-check) measures both again.
 The recursion engine chooses the same way between two ways of running a call
 (recursion/engine.py), naming its own variants. A call recorded for training is
 timed with its share of the backward (backward_timing.py): its sample is taken
-at a later call, once that backward has run.
+once that backward has run, so that a decision it completes serves the next call.
 """
+import weakref
+
 from mxnet import autograd
 
 from ...measure import MIN_SAMPLES, MeasuredChoice, timed_ms
@@ -68,7 +70,7 @@ class SpeedCheck:
             result, ms = timed_ms(run)
             self.record(variant, ms / 1000)
             return result
-        timing = RecordedCallTiming(variant)
+        timing = RecordedCallTiming(variant, weakref.WeakMethod(self._backward_finished))
         result, timing.forward_ms = timed_ms(run)
         self.pending.append(timing)
         return timing.outputs_bracketed(result)
@@ -86,6 +88,13 @@ class SpeedCheck:
                 timing.calls_waited += 1
                 waiting.append(timing)
         self.pending = waiting
+
+    def _backward_finished(self):
+        """Records the pending recorded calls whose backward has finished."""
+        finished = [timing for timing in self.pending if timing.finished is not None]
+        self.pending = [timing for timing in self.pending if timing.finished is None]
+        for timing in finished:
+            self.record(timing.variant, timing.total_ms() / 1000)
 
     def _sampled(self, variant):
         """Timed calls of `variant` in this measurement, those awaiting their backward too."""
