@@ -1,9 +1,15 @@
 """malt's questions about a callee are answered once per function and class
-(malt_decisions.py), and the answers are the ones malt gives."""
-from malt.impl import conversion
+(malt_decisions.py), and the answers are the ones malt gives; what converted code
+calls for a function, a method or a block is resolved once."""
+import mxnet as mx
+import numpy as np
+from malt.impl import api, conversion
+from mxnet import gluon
 
 import gluon_dyn  # noqa: F401  (installs the remembered decisions)
+from gluon_dyn.hybridize.conversion import malt_decisions
 from gluon_dyn.hybridize.conversion.malt_decisions import remembered
+from idiom_twins import same_as_written
 
 
 class Base:
@@ -59,3 +65,48 @@ def test_malts_log_is_written_only_at_its_verbosity(monkeypatch):
     log(3, "too detailed")
     assert written == [(1, "converted call: f")]
     assert ag_logging.log.__wrapped__ is not None   # installed by gluon_dyn's patches
+
+
+def scaled(x):
+    if x.sum() > 0:     # converted: profiled and traced where it is called from
+        return x * 2
+    return x - 1
+
+
+class Helpers(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3)
+
+    def shifted(self, x):
+        return x + 1
+
+    def forward(self, x):
+        offset = 0.5
+
+        def closure(y):
+            return y * offset
+        return closure(self.shifted(scaled(self.dense(x))))
+
+
+def test_functions_methods_and_blocks_are_resolved_once_closures_through_malt(monkeypatch):
+    through_malt = []
+    malts = api.converted_call
+    monkeypatch.setattr(api, "converted_call", lambda f, *rest, **kw: (
+        through_malt.append(getattr(f, "__name__", type(f).__name__)), malts(f, *rest, **kw))[1])
+    rng = np.random.RandomState(3)
+    calls = [(mx.nd.array(rng.randn(2, 3) + sign),) for sign in (3, -3, 3, -3, 3)]
+    resolved = []
+    resolve = malt_decisions._resolved  # noqa: SLF001
+    monkeypatch.setattr(malt_decisions, "_resolved", lambda f, function, options: (
+        resolved.append((function, getattr(f, "__self__", None).__class__)),
+        resolve(f, function, options))[1])
+    # Every call profiled: the converted code runs every time, recording its predicates.
+    report = same_as_written(Helpers, calls, train=True, profile_calls=10 ** 9)
+    assert report["calls"]["by_kind"]["profiling"] == len(calls)
+    # Only the closure, a new function at every call, goes through malt; scaled,
+    # shifted and the Dense block are resolved once.
+    assert through_malt == ["closure"] * len(calls), through_malt
+    assert len(resolved) == len(set(resolved))
+    assert {scaled, Helpers.shifted, gluon.nn.Dense} <= {function for function, _ in resolved}

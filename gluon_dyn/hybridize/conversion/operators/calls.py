@@ -7,13 +7,13 @@ NDArrays met there (constants, arrays from outside) become graph inputs. A call
 a graph cannot replay, such as `print`, stops the trace: that code runs as Python.
 """
 import mxnet as mx
-from malt.impl import api
 from malt.operators import variables
 from mxnet import gluon
 
 from .... import ops
 from ...capturing import deferred_init, effects, host_data, host_values, symbolic_shapes, tracing
 from ....origin import caller_location
+from .. import malt_decisions
 from . import builtins, consumers, ndarray_functions, numpy_calls
 from ...capturing.symbolic_shapes import SymbolicDim
 from .loops import TensorRange
@@ -107,7 +107,7 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
             # traced values: the arrays become graph inputs. They are functions of the
             # values the graph is keyed on, so they are the same on every call.
             args, kwargs = _captured(args, kwargs, trace)
-    return api.converted_call(f, args, kwargs, caller_fn_scope, options)
+    return malt_decisions.converted_call(f, args, kwargs, caller_fn_scope, options)
 
 
 def _as_array_isinstance(types):
