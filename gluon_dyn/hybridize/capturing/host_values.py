@@ -373,7 +373,9 @@ def _array_item(target, parts, host):
                 raise IndexError("index %d is out of bounds for axis %d with size %d"
                                  % (part, axis, dim))
             begin.append(position), end.append(position + 1), step.append(1)
-    result = mx.sym.slice(target, begin=tuple(begin), end=tuple(end), step=tuple(step))
+    whole = all(b == 0 and e == dim and s == 1 for b, e, s, dim in zip(begin, end, step, shape))
+    result = target if whole else mx.sym.slice(target, begin=tuple(begin), end=tuple(end),
+                                               step=tuple(step))
     for axis, position in gathered:
         result = mx.sym.take(result, position, axis=axis, mode="wrap")
     return mx.sym.reshape(result, shape=tuple(kept) or (1,))
