@@ -217,8 +217,9 @@ def markdown(rows):
              "speed: medians of %d interleaved calls on fresh inputs after %d warm-up calls "
              "(dynamic against imperative, higher is faster); *first calls*: the slowest of "
              "the dynamic model's warm-up calls, its traces included; peak memory: the "
-             "process's peak resident memory while the calls run (from once the models are "
-             "built), dynamic against imperative, each in its own process."
+             "process's peak resident memory while the calls run (from once the model is "
+             "built), dynamic against imperative, each in a process of its own holding "
+             "only that model."
              % (harness.command_line(), REPEATS, WARMUP), "",
              "| program | package | correct | share on graphs | graph breaks | inference | "
              "training | first calls (s) | peak memory | why not on graphs |",

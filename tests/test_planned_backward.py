@@ -246,6 +246,38 @@ def test_lstm_training_steps_match_imperative(recording_flags, grad_req):
     assert recording_flags == [{"static_alloc": True, "static_shape": True}]
 
 
+def test_parameters_are_bound_as_mxnet_parameters_and_a_replaced_array_is_read(monkeypatch):
+    """The inference CachedOps of planned shapes mark the parameters' arrays as
+    parameters (bound once, their operators bulked) and every other input as data,
+    recorded runs' none; arrays replaced between calls (reset_ctx makes new ones)
+    are read all the same."""
+    made = []       # (input names, flags) of each CachedOp made
+    cached_op = mx.nd.CachedOp
+    monkeypatch.setattr(mx.nd, "CachedOp", lambda symbol, flags=(): (
+        made.append((symbol.list_inputs(), dict(flags))), cached_op(symbol, flags=flags))[1])
+    imperative, dynamic = twin_blocks()
+    train_alike(imperative, dynamic, "write", (12, 2, 3), 3)
+    with autograd.pause():
+        np.testing.assert_allclose(dynamic(data((12, 2, 3))).asnumpy(),
+                                   imperative(data((12, 2, 3))).asnumpy(), **TOLERANCE)
+    planned = [(names, flags) for names, flags in made if flags.get("static_shape")]
+    assert len(planned) >= 2, made       # recorded runs, inference (unrolled, cells fused)
+    assert len([flags for _, flags in planned if "param_indices" not in flags]) == 1, made
+    for names, flags in [each for each in planned if "param_indices" in each[1]]:
+        parameters = [names[i] for i in flags["param_indices"]]
+        assert sorted(parameters) == sorted(dynamic.collect_params().keys()), names
+        assert sorted(flags["param_indices"] + flags["data_indices"]) == list(range(len(names)))
+    for block in (imperative, dynamic):
+        block.collect_params().reset_ctx(mx.cpu())
+        for param in block.collect_params().values():
+            param.set_data(param.data() * 0.5)
+    train_alike(imperative, dynamic, "write", (12, 2, 3), 2)
+    with autograd.pause():
+        np.testing.assert_allclose(dynamic(data((12, 2, 3))).asnumpy(),
+                                   imperative(data((12, 2, 3))).asnumpy(), **TOLERANCE)
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
+
+
 def test_outputs_of_earlier_recorded_calls_are_kept():
     """Planned memory is reused from call to call; outputs a training loop keeps
     (and recorded graphs not yet differentiated) must not be overwritten."""
