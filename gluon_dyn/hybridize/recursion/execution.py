@@ -80,8 +80,9 @@ class ShapeKeyedRunner:
     def __init__(self, symbol, inputs, counted):
         self.symbol, self._counted = symbol, counted
         # Parameters and captured arrays keep their shapes: not part of the key.
-        self._varying = [position for position, source in enumerate(inputs)
-                         if not isinstance(source, (ParameterInput, CapturedInput))]
+        stable = [isinstance(source, (ParameterInput, CapturedInput)) for source in inputs]
+        self._varying = [position for position, kept in enumerate(stable) if not kept]
+        self._stable = [position for position, kept in enumerate(stable) if kept]
         self._ops = collections.OrderedDict()    # input shapes -> CachedOp
         self._met_once = collections.OrderedDict()   # input shapes -> None
         self._shared = None
@@ -106,7 +107,7 @@ class ShapeKeyedRunner:
     def _new_shapes(self, shapes):
         if shapes in self._met_once:
             del self._met_once[shapes]
-            op = self._ops[shapes] = self._static_op(True)
+            op = self._ops[shapes] = self._static_op(True, recording=shapes[0])
             if len(self._ops) > SHAPES_KEPT:
                 self._ops.popitem(last=False)
             return op
@@ -114,12 +115,17 @@ class ShapeKeyedRunner:
         if len(self._met_once) > 4 * SHAPES_KEPT:
             self._met_once.popitem(last=False)
         if self._shared is None:
-            self._shared = self._static_op(False)
+            self._shared = self._static_op(False, recording=True)
         return self._shared
 
-    def _static_op(self, static_shape):
-        return mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True),
-                                                  ("static_shape", static_shape)])
+    def _static_op(self, static_shape, recording):
+        """A static CachedOp; for inference with planned shapes, the parameters and
+        captured arrays marked as MXNet parameters, bound once (executor.py's
+        _with_input_roles says why not for recorded runs)."""
+        flags = [("static_alloc", True), ("static_shape", static_shape)]
+        if static_shape and not recording:
+            flags += [("data_indices", self._varying), ("param_indices", self._stable)]
+        return mx.nd.CachedOp(self.symbol, flags=flags)
 
 
 class _Constants:
