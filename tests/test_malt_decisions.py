@@ -97,6 +97,7 @@ def test_functions_methods_and_blocks_are_resolved_once_closures_through_malt(mo
         through_malt.append(getattr(f, "__name__", type(f).__name__)), malts(f, *rest, **kw))[1])
     rng = np.random.RandomState(3)
     calls = [(mx.nd.array(rng.randn(2, 3) + sign),) for sign in (3, -3, 3, -3, 3)]
+    monkeypatch.setattr(malt_decisions, "_targets", {})    # nothing resolved by earlier tests
     resolved = []
     resolve = malt_decisions._resolved  # noqa: SLF001
     monkeypatch.setattr(malt_decisions, "_resolved", lambda f, function, options: (
