@@ -22,9 +22,9 @@ goes through malt as before.
 import types
 
 from malt.core import ag_ctx, converter
-from mxnet import gluon
 from malt.impl import api, conversion
 from malt.utils import ag_logging
+from mxnet import gluon
 
 # Functions whose callee malt has resolved: a program's functions and methods.
 TARGETS_KEPT = 4096
@@ -119,8 +119,10 @@ def _resolved(f, function, options):
             (not options.user_requested and conversion.is_allowlisted(f)) or \
             not options.internal_convert_user_code:
         return _AS_WRITTEN
-    if isinstance(function, type) or function.__code__.co_filename == "<string>":
-        return None if isinstance(function, type) else _AS_WRITTEN
+    if isinstance(function, type):
+        return None     # a block whose own __call__ malt converts
+    if function.__code__.co_filename == "<string>":
+        return _AS_WRITTEN
     try:
         return api._convert_actual(  # pylint: disable=protected-access
             f, converter.ProgramContext(options=options))
