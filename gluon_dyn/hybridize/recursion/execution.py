@@ -107,7 +107,7 @@ class ShapeKeyedRunner:
     def _new_shapes(self, shapes):
         if shapes in self._met_once:
             del self._met_once[shapes]
-            op = self._ops[shapes] = self._static_op(True, recording=shapes[0])
+            op = self._ops[shapes] = self._static_op(True, parameters_bound=not shapes[0])
             if len(self._ops) > SHAPES_KEPT:
                 self._ops.popitem(last=False)
             return op
@@ -115,15 +115,15 @@ class ShapeKeyedRunner:
         if len(self._met_once) > 4 * SHAPES_KEPT:
             self._met_once.popitem(last=False)
         if self._shared is None:
-            self._shared = self._static_op(False, recording=True)
+            self._shared = self._static_op(False, parameters_bound=False)
         return self._shared
 
-    def _static_op(self, static_shape, recording):
-        """A static CachedOp; for inference with planned shapes, the parameters and
-        captured arrays marked as MXNet parameters, bound once (executor.py's
-        _with_input_roles says why not for recorded runs)."""
+    def _static_op(self, static_shape, parameters_bound):
+        """A static CachedOp; with `parameters_bound` (inference on planned shapes),
+        the parameters and captured arrays marked as MXNet parameters, bound once
+        (executor.py's _with_input_roles says why not for recorded runs)."""
         flags = [("static_alloc", True), ("static_shape", static_shape)]
-        if static_shape and not recording:
+        if parameters_bound:
             flags += [("data_indices", self._varying), ("param_indices", self._stable)]
         return mx.nd.CachedOp(self.symbol, flags=flags)
 
