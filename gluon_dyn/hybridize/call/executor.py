@@ -17,7 +17,7 @@ from ..capturing import arguments, guards
 from ..passes import pipeline
 from . import stale_gradients
 from ..timing.graph_choice import MeasuredGraphs
-from ..capturing.capture import ArgumentInput, CapturedInput, ParameterInput
+from ..capturing.capture import ArgumentInput, ParameterInput, input_roles
 from ..partition.cut_graph import CutGraph
 from ..capturing.outputs import rebuild_outputs
 from ..capturing.python_state import owner_of
@@ -264,19 +264,8 @@ def _planned_flags(capture):
 
 def _with_input_roles(flags, graph, capture):
     """`flags` of an inference graph, and where MXNet plans shapes too
-    (static_shape), which inputs of `graph` are data and which are parameters: the
-    arrays of Parameters and of captured constants, the same arrays at every call.
-    MXNet then binds them once (again where a call passes another array, reset_ctx)
-    and runs the operators that read them in bulked segments, as Gluon's own
-    CachedOps do: a MobileNet's call costs a fifth less.
-    Inputs a rewrite added (stacked weights) are data. Recorded runs keep every
-    input data: with parameters marked, MXNet 1.9.1's planned backward left a
-    block's gradients at zero where its parent ran as Python
-    (test_graph_breaks.py's child blocks)."""
+    (static_shape), the roles of `graph`'s inputs (capture.input_roles)."""
     if ("static_shape", True) not in flags:
         return flags
     sources = dict(zip(capture.symbol.list_inputs(), capture.inputs))
-    names = graph.list_inputs()
-    stable = [isinstance(sources.get(name), (ParameterInput, CapturedInput)) for name in names]
-    return flags + [("data_indices", [i for i, kept in enumerate(stable) if not kept]),
-                    ("param_indices", [i for i, kept in enumerate(stable) if kept])]
+    return flags + input_roles([sources.get(name) for name in graph.list_inputs()])

@@ -266,9 +266,9 @@ class RecursionEngine:
         programs (calls they ran, programs built and kept), calls group by
         group on static graphs per shapes (kept, calls on kept or new shapes),
         under backend="tvm" the measured choice between programs and
-        group-by-group TVM plans, and
-        per compiled body its signature, whether it batches (and its down stage),
-        and its calls by backend when it ran group by group."""
+        group-by-group TVM plans, and per compiled body its signature, whether it
+        batches (and its down stage), and its calls by backend when it ran group
+        by group."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
         return {
             "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,

@@ -14,7 +14,7 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
-from ..capturing.capture import CapturedInput, ParameterInput
+from ..capturing.capture import input_roles
 from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput, WrittenRowsInput
 from .body import WHOLE
 from .call_program import ArenaStart, GroupOwn, GroupRows
@@ -80,9 +80,8 @@ class ShapeKeyedRunner:
     def __init__(self, symbol, inputs, counted):
         self.symbol, self._counted = symbol, counted
         # Parameters and captured arrays keep their shapes: not part of the key.
-        stable = [isinstance(source, (ParameterInput, CapturedInput)) for source in inputs]
-        self._varying = [position for position, kept in enumerate(stable) if not kept]
-        self._stable = [position for position, kept in enumerate(stable) if kept]
+        self._roles = input_roles(inputs)
+        self._varying = dict(self._roles)["data_indices"]
         self._ops = collections.OrderedDict()    # input shapes -> CachedOp
         self._met_once = collections.OrderedDict()   # input shapes -> None
         self._shared = None
@@ -120,11 +119,11 @@ class ShapeKeyedRunner:
 
     def _static_op(self, static_shape, parameters_bound):
         """A static CachedOp; with `parameters_bound` (inference on planned shapes),
-        the parameters and captured arrays marked as MXNet parameters, bound once
-        (executor.py's _with_input_roles says why not for recorded runs)."""
+        the parameters and captured arrays marked as MXNet parameters
+        (capture.input_roles)."""
         flags = [("static_alloc", True), ("static_shape", static_shape)]
         if parameters_bound:
-            flags += [("data_indices", self._varying), ("param_indices", self._stable)]
+            flags += self._roles
         return mx.nd.CachedOp(self.symbol, flags=flags)
 
 
