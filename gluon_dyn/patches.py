@@ -51,6 +51,8 @@ MXNet Gluon:
   a graph holding gluon_dyn's training-only identities is inferred without them,
   which MXNet's inference of extension operators cannot be trusted with
   (ops/symbol_api.py).
+- `Symbol.tojson`, `Symbol.save`: MXNet's leak the graph's copy without amp_cast
+  nodes at every call; the copy is freed (ops/symbol_json.py).
 
 malt (diastatic-malt, AutoGraph's standalone fork):
 - its runtime operators (`if_stmt`, `while_stmt`, `for_stmt`, `and_`, ...) are
@@ -84,7 +86,7 @@ from malt.utils import ag_logging
 from mxnet import gluon
 
 from . import block_checks, export, horovod_trainer, threads
-from .ops import symbol_api
+from .ops import symbol_api, symbol_json
 from .hybridize.passes import backward_timing
 from .hybridize.call import dynamic, stale_gradients
 from .hybridize.capturing import host_values, python_state, tracing
@@ -124,6 +126,8 @@ def apply():
     _wrap(mx.sym.Symbol, "simple_bind", symbol_api.with_dynamic_shapes)
     for name in ("infer_shape", "infer_shape_partial"):
         _wrap(mx.sym.Symbol, name, symbol_api.without_training_ops)
+    for name in ("tojson", "save"):
+        _wrap(mx.sym.Symbol, name, symbol_json.freeing_amp_cast_copy)
     for owner in (mx.autograd, mx.nd.NDArray):
         _wrap(owner, "backward", lambda backward: stale_gradients.wrapping_backward(
             backward_timing.timing_backward(backward)))
