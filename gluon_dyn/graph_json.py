@@ -168,8 +168,9 @@ def _top_level_ops(symbol):
 
 def cut_at_outputs(symbol, outputs):
     """`symbol` with each node output in `outputs` (a collection of (node name,
-    output index)) replaced by a new variable; returns the new Symbol and a dict
-    from each new variable's name to its (node name, output index).
+    output index)) replaced by a new variable, and without the nodes only those
+    outputs read; returns the new Symbol and a dict from each new variable's name to
+    its (node name, output index).
 
     Used for shape inference through nodes MXNet has no shape function for
     (`_cond`, `_while_loop`): their outputs become inputs of known shape."""
@@ -190,9 +191,25 @@ def cut_at_outputs(symbol, outputs):
         new_position[position] = len(kept_nodes)
         kept_nodes.append(node)
     heads = [reference(entry) for entry in graph["heads"]]
-    cut = {"nodes": kept_nodes, "heads": heads,
-           "arg_nodes": [i for i, node in enumerate(kept_nodes) if node["op"] == "null"]}
-    return load_symbol(cut), {"%s__output%d" % key: key for key in variables}
+    # Only the nodes the heads still reach: those behind the cut (loops and branches,
+    # their subgraphs with them) would cost their loading and inference at every call.
+    reached, pending = set(), [entry[0] for entry in heads]
+    while pending:
+        position = pending.pop()
+        if position not in reached:
+            reached.add(position)
+            pending.extend(entry[0] for entry in kept_nodes[position]["inputs"])
+    order = sorted(reached)
+    renumbered = {old: new for new, old in enumerate(order)}
+
+    def moved(entry):
+        return [renumbered[entry[0]], entry[1], entry[2]]
+    nodes = [dict(kept_nodes[old], inputs=[moved(entry) for entry in kept_nodes[old]["inputs"]])
+             for old in order]
+    cut = {"nodes": nodes, "heads": [moved(entry) for entry in heads],
+           "arg_nodes": [i for i, node in enumerate(nodes) if node["op"] == "null"]}
+    return load_symbol(cut), {"%s__output%d" % key: key for key in variables
+                              if variables[key] in reached}
 
 
 def groups_between(graph, alone):

@@ -14,7 +14,7 @@ from ....ops import ControlFlowError
 from ....origin import caller_location
 from ...capturing import effects, numpy_interface, speculation, tracing
 from ...capturing.fates import Became, Statement
-from . import speculated
+from . import probe_findings, speculated
 from .values import (NUMBERS, is_int_like, is_symbol, note_shape, same_python_value,
                      zeros_standing_for)
 
@@ -52,8 +52,17 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
 
     # A first pass over both branches tells which outputs are tensors (chosen by
     # the graph) and which are Python values the branches must agree on.
-    with tracing.staging():
-        (then_values, then_probe), (else_values, else_probe) = run(body), run(orelse)
+    findings = probe_findings.kept(where, initial)
+    if findings is None:
+        findings, appended = _probe(where, initial, run, body, orelse)
+    else:
+        appended = {body: [], orelse: []}
+    # A value a branch left as it was is this encounter's own.
+    then_values, else_values = [
+        [initial[i] if value is findings.initial[i] else value for i, value in enumerate(values)]
+        for values in findings.outcome[0]]
+    probes = findings.outcome[1]
+    inner = dict(zip((body, orelse), findings.inner))
     kinds = [_output_kind(where, symbol_names[i], then_values[i], else_values[i])
              for i in range(nouts)]
     # Python numbers on both sides are chosen by an elementwise select, outside the
@@ -61,12 +70,13 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
     selected = [i for i, kind in enumerate(kinds) if kind == "number" and
                 isinstance(then_values[i], NUMBERS) and isinstance(else_values[i], NUMBERS)]
     staged = [i for i, kind in enumerate(kinds) if kind != "python" and i not in selected]
-    probes = {body: _extras(where, then_probe), orelse: _extras(where, else_probe)}
+    probes = {body: probes[0], orelse: probes[1]}
     traced_guards = {}
 
     def branch(block, probe, other, other_block):
         def traced():
-            values, frame = run(block)
+            with probe_findings.replaying(inner[block]):
+                values, frame = run(block)
             own = _extras(where, frame)
             if [is_guard for _, is_guard in own] != [is_guard for _, is_guard in probes[block]]:
                 raise tracing.FallbackRequired("the branch appends differently when traced again",
@@ -89,8 +99,8 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
             note_shape(value, then_values[position], else_values[position])
         taken = effects.flag(cond)
         routed = iter(chosen[len(staged):])
-        for block, frame, presence in ((body, then_probe, taken), (orelse, else_probe, 1 - taken)):
-            for target, items in frame.appends:
+        for block, presence in ((body, taken), (orelse, 1 - taken)):
+            for target, items in appended[block]:
                 effects.note_append(target)
                 target.extend(_present_when(item, _routed(routed, item), presence)
                               for item in items)
@@ -104,6 +114,28 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
         if is_int_like(then_values[position]) and is_int_like(else_values[position]):
             tracing.scalar_index(final[position])
     set_state(tuple(final))
+
+
+def _probe(where, initial, run, body, orelse):
+    """The probe pass over both branches: their ProbeFindings (the variables after
+    each, and what each outputs besides them: _extras) and what each appended."""
+    inner, values, extras, appended = [], [], [], {}
+    with tracing.staging():
+        for block in (body, orelse):
+            with probe_findings.probing() as found:
+                after, frame = run(block)
+            inner.append(found)
+            values.append(after)
+            extras.append(_extras(where, frame))
+            appended[block] = frame.appends
+    findings = probe_findings.ProbeFindings(where, list(initial), (values, extras), inner)
+    # Kept where another encounter's branches give the same: tensors and numbers
+    # (this encounter's come from its own graph pass), values left as they were.
+    if not (appended[body] or appended[orelse]) and all(
+            is_symbol(value) or isinstance(value, NUMBERS) or value is before
+            for after in values for value, before in zip(after, initial)):
+        probe_findings.keep(findings)
+    return findings, appended
 
 
 def _extras(where, frame):

@@ -16,7 +16,7 @@ from ....ops import ControlFlowError
 from ....origin import caller_location
 from ...capturing import effects, guards, numpy_interface, speculation, tracing
 from ...capturing.fates import Became, Statement
-from . import speculated
+from . import probe_findings, speculated
 from .arithmetic import binary_op
 from .conditionals import staged_if
 from .subscripts import get_item, row_at
@@ -226,22 +226,34 @@ def _staged_count(where, start, in_range, item, step, extra_test, body, get_stat
                  ("<loop counter>",) + tuple(symbol_names))
 
 
+def _probe(where, body, get_state, set_state, initial):
+    """One pass of the body shows which variables it changes (tensors are carried by
+    the graph loop, Python numbers it changes become tensors, other Python values
+    must stay as they are), what it appends to lists and the guards it makes: those
+    are per-step outputs. (Its findings, and the appends it made.)"""
+    with probe_findings.probing() as inner, tracing.staging(), \
+            effects.EffectFrame() as probe:
+        body()
+    findings = probe_findings.ProbeFindings(where, list(initial),
+                                            (list(get_state()), len(probe.guards)), inner)
+    set_state(tuple(initial))
+    if not probe.appends:
+        probe_findings.keep(findings)
+    return findings, probe.appends
+
+
 def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     initial = list(get_state())
-    # One pass of the body shows which variables it changes (tensors are carried by
-    # the graph loop, Python numbers it changes become tensors, other Python values
-    # must stay as they are), what it appends to lists and the guards it makes: those
-    # are per-step outputs.
-    with tracing.staging(), effects.EffectFrame() as probe:
-        body()
-    after = list(get_state())
-    set_state(tuple(initial))
+    findings, probe_appends = probe_findings.kept(where, initial), []
+    if findings is None:
+        findings, probe_appends = _probe(where, body, get_state, set_state, initial)
+    after, guard_count = findings.outcome
     # Ints the body keeps ints (a Python counter) stand for ints inside and after it.
     ints = {i for i, (before, now) in enumerate(zip(initial, after))
             if is_int_like(before) and is_int_like(now)}
     carried = _carried(where, initial, after, symbol_names)
     int_slots = [k for k, position in enumerate(carried) if position in ints]
-    appends, guard_count = _append_structure(where, probe.appends), len(probe.guards)
+    appends = _append_structure(where, probe_appends)
     # Per-step outputs need a bound; a step counter tells which of their rows ran.
     counted = bool(appends or guard_count)
     bound = tracing.loop_bound(where) if counted else UNBOUNDED
@@ -263,7 +275,7 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
         _know_shapes(values, [initial[i] for i in carried])
         _mark_ints(values, int_slots)
         set_state(with_carried(values))
-        with effects.EffectFrame() as frame:
+        with probe_findings.replaying(findings.inner), effects.EffectFrame() as frame:
             body()
         state = get_state()
         for i in range(len(state)):
@@ -293,7 +305,7 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     if counted:
         tracing.current().note_control_flow_shape(final[-1], (1,))   # the step counter
         ran = mx.sym.broadcast_lesser(mx.sym.arange(bound), mx.sym.reshape(final[-1], shape=(1,)))
-        probe_parts = [part for _, items in probe.appends for item in items
+        probe_parts = [part for _, items in probe_appends for item in items
                        for part in (item.parts() if effects.is_marker(item) else [item])]
         for output, part in zip(outputs, probe_parts):
             _note_stacked_shape(output, part, bound)
