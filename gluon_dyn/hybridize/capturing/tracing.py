@@ -88,9 +88,8 @@ class Trace:
     def note_control_flow_shape(self, symbol, shape):
         """`symbol`, an output of a cond or while_loop node, has `shape` at run time:
         a tuple, or a function returning it (or None if unknown) when first needed."""
-        # "<node name>_output<index>", "<node name>_output" for a node's only output
-        node, _, index = symbol.list_outputs()[0].rpartition("_output")
-        self.control_flow_shapes[(node, int(index or 0))] = shape if callable(shape) else tuple(shape)
+        self.control_flow_shapes[_control_flow_key(symbol)] = \
+            shape if callable(shape) else tuple(shape)
 
     def shape_of(self, symbol):
         """`symbol.shape` in traced code: the inferred shape, with the input
@@ -153,6 +152,14 @@ class Trace:
         return dtypes[0] if dtypes and dtypes[0] is not None else None
 
     def _infer(self, symbol):
+        key = _control_flow_key(symbol)
+        if key is not None and key in self.control_flow_shapes:
+            # A cond or while_loop output itself: its shape is noted, no pass needed.
+            shape = self._control_flow_shape(key)
+            if not shape or 0 in shape:
+                raise AttributeError("the shape of Symbol %r is not known while tracing "
+                                     "(it depends on a graph loop or branch)" % symbol.name)
+            return tuple(shape)
         inferable, known = symbol, dict(self.shapes)
         if self.control_flow_shapes:
             inferable, cut_at = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
@@ -359,6 +366,14 @@ def is_scalar_index(symbol):
     """Whether `symbol` was marked by scalar_index in the trace in progress."""
     trace = current()
     return trace is not None and _output_name(symbol) in trace.scalar_indices
+
+
+def _control_flow_key(symbol):
+    """(node name, output index) of `symbol`, as control_flow_shapes keys them (and
+    graph_json.cut_at_outputs): its output is named "<node name>_output<index>", or
+    "<node name>_output" for a node's only output (None for a variable's)."""
+    node, found, index = symbol.list_outputs()[0].rpartition("_output")
+    return (node, int(index or 0)) if found and (not index or index.isdigit()) else None
 
 
 def _output_name(symbol):
