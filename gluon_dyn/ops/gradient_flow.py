@@ -49,9 +49,9 @@ NON_DIFFERENTIABLE_INPUTS = {
 
 def gradient_dead_outputs(graph):
     """Indices of `graph`'s outputs with no differentiable path to any input."""
-    nodes = json.loads(graph.tojson())["nodes"]
+    graph_json = json.loads(graph.tojson())
     alive = []
-    for node in nodes:
+    for node in graph_json["nodes"]:
         if node["op"] == "null":
             alive.append(True)
         elif node["op"] in ZERO_GRADIENT_OPS or node["op"].startswith(("_random_", "_sample_")):
@@ -60,8 +60,7 @@ def gradient_dead_outputs(graph):
             blocked = NON_DIFFERENTIABLE_INPUTS.get(node["op"], ())
             alive.append(any(alive[entry[0]] for position, entry in enumerate(node["inputs"])
                              if position not in blocked))
-    heads = json.loads(graph.tojson())["heads"]
-    return [i for i, head in enumerate(heads) if not alive[head[0]]]
+    return [i for i, head in enumerate(graph_json["heads"]) if not alive[head[0]]]
 
 
 
