@@ -61,7 +61,7 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
     then_values, else_values = [
         [initial[i] if value is findings.initial[i] else value for i, value in enumerate(values)]
         for values in findings.outcome[0]]
-    probes = findings.outcome[1]
+    probes = dict(zip((body, orelse), findings.outcome[1]))
     inner = dict(zip((body, orelse), findings.inner))
     kinds = [_output_kind(where, symbol_names[i], then_values[i], else_values[i])
              for i in range(nouts)]
@@ -70,7 +70,6 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
     selected = [i for i, kind in enumerate(kinds) if kind == "number" and
                 isinstance(then_values[i], NUMBERS) and isinstance(else_values[i], NUMBERS)]
     staged = [i for i, kind in enumerate(kinds) if kind != "python" and i not in selected]
-    probes = {body: probes[0], orelse: probes[1]}
     traced_guards = {}
 
     def branch(block, probe, other, other_block):
