@@ -543,6 +543,15 @@ def test_fuzzing_streams_agree_and_would_report_a_wrong_result(monkeypatch):
     assert wrong.problem is not None and wrong.problem.startswith("call %d" % PROFILED), wrong
 
 
+def test_a_stream_of_a_model_whose_outputs_grow_agrees_call_by_call():
+    """TopDownRNN's logits grow as it trains: twins trained apart drifted 5e-5 apart
+    in their gradients by call 15 (recursion_streams._share_parameters)."""
+    from fuzzing import recursion_streams
+    outcome = recursion_streams.check(302094948)
+    assert outcome.model == "TopDownRNN" and outcome.calls > 15, outcome
+    assert outcome.problem is None and outcome.served == outcome.calls - PROFILED, outcome
+
+
 def test_a_key_gets_its_program_at_its_second_call_or_its_fourth_among_new_keys(monkeypatch):
     from gluon_dyn.hybridize.recursion import program_cache
     monkeypatch.setattr(program_cache, "CallProgram", lambda key: key)
