@@ -91,10 +91,12 @@ def hybridize(block, args):
     """The script's models with --dynamic: hybridize(dynamic=True). With --whole-step
     the graphs serve every call they can (check_speed=False): the step runs as graphs,
     as asked, rather than as written wherever timings on a busy machine say Python
-    was faster."""
+    was faster; and a step's recorded calls of a recursive model (one per tree) run
+    as one batch (batch_calls=True)."""
     if args.dynamic:
         block.hybridize(dynamic=True, backend=args.backend,
-                        check_speed=False if args.whole_step else None)
+                        check_speed=False if args.whole_step else None,
+                        batch_calls=args.whole_step)
 
 
 def setup(script, args):

@@ -22,7 +22,7 @@ def with_dynamic(hybridize):
     @functools.wraps(hybridize)
     def wrapper(self, active=True, *args, dynamic=False, methods=(), profile_calls=3,
                 speculate=True, max_guard_failures=1, check_speed=None, backend="mxnet",
-                backend_options=None, **kwargs):
+                backend_options=None, batch_calls=False, **kwargs):
         if methods and not (dynamic and active):
             raise ValueError("hybridize(methods=%r) runs methods on graphs with dynamic=True "
                              "(and active=True)" % (methods,))
@@ -34,7 +34,7 @@ def with_dynamic(hybridize):
             options = dict(profile_calls=profile_calls, speculate=speculate,
                            max_guard_failures=max_guard_failures, check_speed=check_speed,
                            backend=backend, backend_options=backend_options)
-            self.forward = BlockRunner(self, **options)
+            self.forward = BlockRunner(self, batch_calls=batch_calls, **options)
             block_methods.install(self, methods, options, self.forward.lock)
             # Calls go through the runner; imperative runs (profiling, fallback) must
             # reach hybrid_forward rather than Gluon's own cached graph.
@@ -94,7 +94,9 @@ def report(block):
     which serves and the measurements), "recorded_graphs" (per graph recorded runs ran: the prefixes of
     the Gluon RNN cells run as MXNet's RNN operator, and the weights whose gradients
     are one product of the stacked steps) and "tvm" (under backend="tvm": the
-    plans, the plans and TVM functions built so far, and where TVM failed).
+    plans, the plans and TVM functions built so far, and where TVM failed) and
+    "batched_calls" (with batch_calls=True: calls deferred, batches run, calls per
+    batch, what made batches run, and how each CallBatch's calls were served).
     """
     made = runner_of(block).report()
     made["methods"] = {name: runner.report()

@@ -24,6 +24,7 @@ from .executor import GraphExecutor
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
+from .call_batching import NOT_DEFERRED, Batcher
 from .served import CallCounts, Served
 from ..timing.speed_check import GRAPH, PYTHON, SpeedCheck
 from ..conversion.transpiler import as_converted, as_written, convert_block, running_as_written
@@ -38,17 +39,22 @@ BACKENDS = ("mxnet", "tvm")
 
 class BlockRunner:
     """Replaces `forward` on a block hybridized with dynamic=True."""
+    converts_its_block = True    # a dynamic parent leaves this block's tree to it (transpiler.py)
 
     def __init__(self, block, profile_calls=3, speculate=True, max_guard_failures=1,
-                 check_speed=None, backend="mxnet", backend_options=None, function=None,
-                 profile=None, ndarray_code=None, lock=None):
+                 check_speed=None, backend="mxnet", backend_options=None, batch_calls=False,
+                 recursion_only=False, function=None, profile=None, ndarray_code=None,
+                 lock=None):
         """`function`: a part of the forward (graph_breaks.py) this runner runs
         instead of the block's forward, speculating from `profile`, the forward's
         (recorded by source line, so it holds for its parts too); or another method
         of the block (methods.py). `ndarray_code`: whether `function` is written for
         NDArrays (a plain Block's forward, a method) rather than for `F` (a
         HybridBlock's hybrid_forward and its parts); by default, as the block's
-        forward is. `lock`: shared with the block's other runners."""
+        forward is. `lock`: shared with the block's other runners. `batch_calls`:
+        recorded calls the recursion engine serves are batched across calls
+        (call_batching.py). `recursion_only`: a call the recursion engine does not
+        serve runs as written, never traced (a CallBatch's callees serve themselves)."""
         if backend not in BACKENDS:
             raise ValueError("hybridize(dynamic=True, backend=%r): the backend is one of %s"
                              % (backend, ", ".join(map(repr, BACKENDS))))
@@ -83,6 +89,8 @@ class BlockRunner:
         self.running = False
         self.last_call = None           # the latest call's ArgumentSkeleton: what `export` traces
         self.lock = lock or threading.RLock()
+        self.batcher = Batcher(self.options) if batch_calls else None
+        self.recursion_only = recursion_only
 
     @property
     def block(self):
@@ -107,6 +115,10 @@ class BlockRunner:
                 # from code being traced (a method calling the forward), is part of
                 # the call already being run, or traced: inline it, as that call runs.
                 return (self.original if running_as_written() else self.forward)(*args)
+            if self.batcher is not None:
+                deferred = self.batcher.defer(self, args)
+                if deferred is not NOT_DEFERRED:
+                    return deferred
             self.last_call = arguments.ArgumentSkeleton(args)
             self.running = True
             try:
@@ -126,6 +138,13 @@ class BlockRunner:
         with speculation.profiling(self.profile):
             return self.forward(*args)
 
+    def batches_now(self):
+        """Whether a call may join a batch (call_batching.py): the recursion engine
+        serves the block (it served a call already) and no call of it runs."""
+        return self.batcher is not None and not self.running and self.fallback is None \
+            and self.segments is None and self.recursion is not None \
+            and self.recursion.serving and self.recursion.served > 0
+
     def served_on_graphs(self):
         """Whether the latest call ran on graphs (or graph segments)."""
         return self.calls.last is not None and self.calls.last.on_graph
@@ -139,6 +158,8 @@ class BlockRunner:
             except ControlFlowError:
                 raise
             except tracing.FallbackRequired as error:
+                if self.recursion_only:
+                    return self._written_as_fallback(args)
                 return self._fall_back(str(error), args)
             except Exception as error:  # noqa: BLE001 - sorted out by running the call as written
                 return self._after_error("%s: %s" % (type(error).__name__, error),
@@ -146,6 +167,8 @@ class BlockRunner:
             if result is not NOT_SERVED:
                 self.calls.note(Served.RECURSION)
                 return result
+        if self.recursion_only:
+            return self._written_as_fallback(args)
         if self.speed_check.serves_python():
             return self._serve(None, args)
         try:
@@ -228,6 +251,10 @@ class BlockRunner:
         and its descendants', none of it converted."""
         with as_written():
             return self.original(*args)
+
+    def _written_as_fallback(self, args):
+        self.calls.note(Served.FALLBACK)
+        return self._written(args)
 
     def _run(self, executor, args):
         try:
@@ -356,6 +383,7 @@ class BlockRunner:
                                                           for executor in self.cache.values())
                                     if report],
                 "recursion": self.recursion.report() if self.recursion is not None else None,
+                "batched_calls": self.batcher.report() if self.batcher is not None else None,
                 "not_speculated": {where: "assumption failed %d times, last: %s"
                                    % (self.profile.failures[where], self.profile.last_failure[where])
                                    for where in sorted(self.profile.relaxed)},

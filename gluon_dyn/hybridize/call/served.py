@@ -8,6 +8,7 @@ class Served(enum.Enum):
     PROFILING = "profiled: run as written while tensor predicates are recorded"
     GRAPH = "a graph"
     RECURSION = "the recursion engine: compiled bodies, nodes batched"
+    BATCHED = "the recursion engine, with the other calls of its batch (batch_calls=True)"
     GUARD_FAILED = "as written: a guard failed in the graph's run"
     SPEED_CHECK = "as written: timed against the graph, or measured faster than it"
     FALLBACK = "as written: the block runs as Python"
@@ -19,7 +20,8 @@ class Served(enum.Enum):
 
     @property
     def on_graph(self):
-        return self in (Served.GRAPH, Served.SEGMENTS, Served.RECURSION, Served.CHILD_GRAPHS)
+        return self in (Served.GRAPH, Served.SEGMENTS, Served.RECURSION, Served.BATCHED,
+                        Served.CHILD_GRAPHS)
 
 
 class CallCounts:

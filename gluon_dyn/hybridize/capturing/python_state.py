@@ -127,6 +127,11 @@ def _same_simple(a, b):
     return a == b
 
 
+def forget(block):
+    """Drop the walk of `block`'s tree (it holds the blocks below it)."""
+    _walked.pop(block, None)
+
+
 def _walked_tree(block):
     walked = _walked.get(block)
     if walked is None or walked.structure != _structure[0]:

@@ -178,6 +178,8 @@ def _descendants_run_on_ndarrays(block):
     HybridBlocks' own forwards (GluonNLP's decoders override `forward` with NDArray
     code) and hybrid_forwards (GluonNLP's samplers index with `mx.nd.arange`)."""
     for child in block._children.values():
+        if getattr(vars(child).get("forward"), "converts_its_block", False):
+            continue    # hybridized with dynamic=True itself: its runner converted its tree
         if not isinstance(child, gluon.HybridBlock):
             yield child, "forward"
         else:

@@ -84,9 +84,7 @@ class RecursionEngine:
     def serve(self, args):
         """The forward's result for `args`, or NOT_SERVED after giving up (warned)."""
         try:
-            if self.functions is None:
-                self.functions = [Function(m.owner, m.name) for m in self.methods]
-                self.entry = Function(self.block, "forward", converted=self._forward)
+            self._know_functions()
             signatures = self._signatures()
             completed = self._discover(signatures, args)
             try:
@@ -104,6 +102,22 @@ class RecursionEngine:
         self.nodes += len(completed) - 1
         self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
+
+    def output_type(self, args):
+        """The OutputType of the forward's result on `args`, from the body of the
+        entry's signature (the call's nodes walked, new signatures traced), without
+        running the call; None once the engine gave up (call_batching.py)."""
+        try:
+            self._know_functions()
+            return self._discover(self._signatures(), args)[-1].body.output_type
+        except Unsupported as error:
+            self._give_up(error.reason, error.location)
+            return None
+
+    def _know_functions(self):
+        if self.functions is None:
+            self.functions = [Function(m.owner, m.name) for m in self.methods]
+            self.entry = Function(self.block, "forward", converted=self._forward)
 
     def _run(self, completed):
         """(The entry's outputs, the schedule) of the call's nodes."""

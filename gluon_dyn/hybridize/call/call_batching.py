@@ -1,0 +1,407 @@
+"""Calls batched across a training step: `hybridize(dynamic=True, batch_calls=True)`.
+
+A training step written per example calls the model once per tree and applies the
+loss to each result:
+
+    with autograd.record():
+        losses = [loss(net(tree), label) for tree, label in batch]
+        total = mx.nd.add_n(*losses)
+
+Each call runs on the recursion engine alone, its nodes batched within one tree.
+With `batch_calls=True`, a call the recursion engine serves while autograd records
+returns arrays whose values are computed when first used (PendingArray), and so
+does a HybridBlock (the loss) applied to such arrays: the calls made until then run
+together, as one call of a block whose forward makes them in order (CallBatch), so
+the recursion engine batches the nodes of every tree of the step. Equivalent to::
+
+    def call_batch(calls):          # calls: [(block, args), ...] in the order made
+        results = []
+        for block, args in calls:   # an argument may be an earlier call's result
+            results.append(block(*args))
+        return results
+
+A batch runs (is flushed) before anything could see it run late: an array of it used
+(its handle read: an operator, `asnumpy`, `backward`, `.shape`), an operator or
+CachedOp writing into an existing array (`out=`, `x[:] = y`, an optimizer's update),
+a copy from NumPy into an array made before the batch, a block's attributes set, a
+Trainer step, a call the batch cannot take (another autograd mode, a block not served
+by the recursion engine). A batch runs under the autograd mode its calls were made
+in. Python data the calls read (the trees) must stay as they were until the results
+are used, as for any lazily evaluated program.
+"""
+import collections
+import functools
+import threading
+import weakref
+
+import mxnet as mx
+from mxnet import autograd, gluon
+
+from ..capturing import python_state
+from .served import Served
+from ..capturing.weak_binding import scope_without_cycle
+
+NOT_DEFERRED = object()
+CALL_BATCHES_KEPT = 4     # per batching block: one per set of blocks a step's calls use
+SIZES_KEPT = 64           # the sizes of the most recent batches, reported
+
+
+class _ThreadState(threading.local):
+    batch = None          # the Batch collecting calls on this thread
+    flushing = 0          # > 0 while a batch runs: its calls run, not deferred
+
+
+_state = _ThreadState()
+
+
+class PendingArray(mx.nd.NDArray):
+    """A result of a deferred call: an NDArray whose handle runs its batch first."""
+    __slots__ = ("_batch", "_value", "__weakref__")
+
+    def __init__(self, batch):   # pylint: disable=super-init-not-called
+        # NDArray's __init__ sets the handle, which a PendingArray does not have yet.
+        self._batch, self._value, self.writable = batch, None, True
+
+    @property
+    def handle(self):
+        if self._value is None:
+            self._batch.flush("a result used")
+            if self._value is None:
+                raise RuntimeError("the calls batched with this result did not run: %s"
+                                   % self._batch.error)
+        return self._value.handle
+
+    def __del__(self):
+        pass    # the array it stands for owns the handle
+
+
+def pending_batch():
+    """The batch collecting calls on this thread, when it may take more."""
+    return _state.batch if not _state.flushing else None
+
+
+def flush_pending(reason):
+    """Run the batch collecting calls on this thread, if any (`reason`: what needs it)."""
+    batch = _state.batch
+    if batch is not None and not _state.flushing:
+        batch.flush(reason)
+
+
+class Batch:
+    """Calls deferred on one thread, in order: `calls` [callee index, args, per
+    argument 1 where it is an earlier result (its index among the results)],
+    `callees` the distinct blocks called, `results` weak references to the
+    PendingArrays in the order the calls return them."""
+
+    def __init__(self, batcher):
+        self.batcher = batcher
+        self.recording, self.training = autograd.is_recording(), autograd.is_training()
+        self.callees, self.calls, self.results = [], [], []
+        self.runners = []      # the runner of each deferred call of a dynamic block
+        self.fresh = set()     # handles of arrays made while the batch collects
+        self.done, self.error = False, None
+
+    def matches_autograd(self):
+        return (self.recording, self.training) == (autograd.is_recording(),
+                                                   autograd.is_training())
+
+    def add(self, block, args, output_type):
+        """Defer `block(*args)`; returns its result, made of PendingArrays."""
+        if block not in self.callees:
+            self.callees.append(block)
+        arguments, earlier = [], []
+        for arg in args:
+            ours = isinstance(arg, PendingArray) and arg._batch is self
+            if ours:
+                arg = self._index(arg)
+            elif isinstance(arg, PendingArray):
+                arg = arg._value
+            arguments.append(arg)
+            earlier.append(int(ours))
+        self.calls.append([self.callees.index(block), arguments, earlier])
+        pending = [PendingArray(self) for _ in output_type.arrays]
+        self.results.extend(weakref.ref(value) for value in pending)
+        self.batcher.deferred += 1
+        return output_type.structure(pending)
+
+    def _index(self, value):
+        for index, ref in enumerate(self.results):
+            if ref() is value:
+                return index
+        raise AssertionError("a pending array is not among its batch's results")
+
+    def flush(self, reason):
+        """Run the calls (once) under the autograd mode they were made in."""
+        if self.done:
+            return
+        self.done = True
+        if _state.batch is self:
+            _state.batch = None
+        self.batcher.flushed_by[reason] += 1
+        _state.flushing += 1
+        try:
+            scope = autograd.record if self.recording else autograd.pause
+            with scope(train_mode=self.training):
+                outputs = self.batcher.run(self)
+        except Exception as error:
+            self.error = "%s: %s" % (type(error).__name__, error)
+            raise
+        finally:
+            _state.flushing -= 1
+        if len(outputs) != len(self.results):
+            raise AssertionError("a call batch returned %d arrays for %d results"
+                                 % (len(outputs), len(self.results)))
+        for ref, value in zip(self.results, outputs):
+            pending = ref()
+            if pending is not None:
+                pending._value = value
+
+
+class CallBatch(gluon.Block):
+    """The block whose forward makes a batch's calls in order; its callees are
+    registered as its children only while a batch runs (held for good, the block
+    batching calls, which holds this one, would be in a reference cycle)."""
+
+    def __init__(self):
+        super().__init__(prefix="call_batch_")
+        self.callees = []
+
+    def holding(self, callees):
+        return _Holding(self, callees)
+
+    def forward(self, calls):
+        outputs = []
+        for callee, args, earlier in calls:
+            # earlier[k]: whether args[k] is the index of an earlier call's result.
+            args = [outputs[arg] if earlier[position] else arg
+                    for position, arg in enumerate(args)]
+            outputs.extend(_flattened(self.callees[callee](*args)))
+        return outputs
+
+
+class _Holding:
+    """Registers the callees as they were when the CallBatch was made (always the
+    same blocks: CallBatches are kept per callees), past Block.__setattr__, which
+    would count it a change and make every block tree be walked again; and
+    forgets the walk of the CallBatch's tree, which holds the callees."""
+
+    def __init__(self, call_batch, callees):
+        self.call_batch, self.callees = call_batch, callees
+
+    def __enter__(self):
+        vars(self.call_batch)["callees"] = list(self.callees)
+        for number, callee in enumerate(self.callees):
+            self.call_batch._children["callee%d" % number] = callee
+
+    def __exit__(self, *exc):
+        self.call_batch._children.clear()
+        vars(self.call_batch)["callees"] = []
+        python_state.forget(self.call_batch)
+
+
+def _flattened(value):
+    if isinstance(value, (list, tuple)):
+        return [array for item in value for array in _flattened(item)]
+    return [value]
+
+
+class Batcher:
+    """The calls of one block hybridized with batch_calls=True: defers them and runs
+    each batch as a call of a CallBatch (one per set of callees, most recent kept),
+    hybridized with the block's options."""
+
+    def __init__(self, options):
+        self.options = options
+        self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
+        self.deferred = self.batches = 0
+        self.batch_sizes = collections.deque(maxlen=SIZES_KEPT)   # calls per batch, recent
+        self.flushed_by = collections.Counter()
+
+    def defer(self, runner, args):
+        """`runner`'s block called on `args`, deferred into this thread's batch; or
+        NOT_DEFERRED: the call runs now (after the batch, if it cannot join it)."""
+        if _state.flushing or not autograd.is_recording() or not runner.batches_now():
+            return NOT_DEFERRED
+        if mx.util.is_np_array() or _holds_nested_pending(args):
+            flush_pending("a call the batch cannot take")
+            return NOT_DEFERRED
+        try:
+            output_type = runner.recursion.output_type(args)
+        except Exception:  # noqa: BLE001 - the call runs as usual, which reports it
+            output_type = None
+        if output_type is None:
+            flush_pending("a call the batch cannot take")
+            return NOT_DEFERRED
+        batch = _state.batch
+        if batch is not None and (batch.batcher is not self or not batch.matches_autograd()):
+            batch.flush("a call the batch cannot take")
+            batch = None
+        if batch is None:
+            batch = _state.batch = Batch(self)
+        batch.runners.append(runner)
+        return batch.add(runner.block, args, output_type)
+
+    def run(self, batch):
+        """The outputs of `batch`'s calls, flattened in order."""
+        key = tuple(id(callee) for callee in batch.callees)
+        call_batch = self._call_batches.get(key)
+        if call_batch is None:
+            call_batch = self._call_batches[key] = self._new_call_batch(batch.callees)
+            while len(self._call_batches) > CALL_BATCHES_KEPT:
+                self._call_batches.popitem(last=False)
+        self._call_batches.move_to_end(key)
+        self.batches += 1
+        self.batch_sizes.append(len(batch.calls))
+        with call_batch.holding(batch.callees):
+            outputs = call_batch(batch.calls)
+        # Run as written (profiled, or not served), the calls counted themselves.
+        if call_batch.forward.calls.last is Served.RECURSION:
+            for runner in batch.runners:
+                runner.calls.note(Served.BATCHED)
+        return outputs
+
+    def _new_call_batch(self, callees):
+        from .runner import BlockRunner   # the runner holds the Batcher
+        call_batch = CallBatch()
+        scope_without_cycle(call_batch)
+        with call_batch.holding(callees):
+            call_batch.forward = BlockRunner(call_batch, recursion_only=True, **self.options)
+        return call_batch
+
+    def report(self):
+        """Calls deferred, batches run, the calls of recent batches, what made
+        batches run, and how each CallBatch's calls were served."""
+        from .dynamic import report
+        return {"deferred_calls": self.deferred, "batches": self.batches,
+                "batch_sizes": list(self.batch_sizes), "flushed_by": dict(self.flushed_by),
+                "call_batches": [report(call_batch)["calls"]["by_kind"]
+                                 for call_batch in self._call_batches.values()]}
+
+
+def _holds_nested_pending(args):
+    """Whether a PendingArray of the collecting batch sits inside a list or tuple
+    argument (a call refers to earlier results only as positional arguments)."""
+    def nested(value):
+        if isinstance(value, (list, tuple)):
+            return any(isinstance(item, PendingArray) or nested(item) for item in value)
+        return False
+    return any(nested(arg) for arg in args)
+
+
+# HybridBlocks applied to pending results (a loss) ----------------------------------------
+
+_layouts = weakref.WeakKeyDictionary()   # HybridBlock -> {argument count: OutputType or None}
+
+
+def defer_block_call(block, args):
+    """`block(*args)` deferred into this thread's batch when `block` is a HybridBlock
+    (not hybridized with dynamic=True, no hooks) taking an array of the batch;
+    else NOT_DEFERRED."""
+    batch = pending_batch()
+    if batch is None or not isinstance(block, gluon.HybridBlock) or \
+            "forward" in vars(block) or block._forward_hooks or block._forward_pre_hooks:
+        return NOT_DEFERRED
+    if not any(isinstance(arg, PendingArray) and arg._batch is batch for arg in args):
+        return NOT_DEFERRED
+    output_type = None
+    if batch.matches_autograd() and all(isinstance(arg, mx.nd.NDArray) for arg in args) \
+            and type(args[0]) in (PendingArray, mx.nd.NDArray):
+        output_type = _output_type(block, len(args))
+    if output_type is None:
+        batch.flush("a call the batch cannot take")
+        return NOT_DEFERRED
+    return batch.add(block, args, output_type)
+
+
+def _output_type(block, count):
+    """The OutputType of `block` called on `count` arrays (its graph's outputs, from
+    one symbolic call), or None when it cannot be told."""
+    from ..recursion.output_type import flatten, output_type
+    known = _layouts.setdefault(block, {})
+    if count not in known:
+        try:
+            symbols = block.forward(*[mx.sym.var("gluon_dyn_batched%d" % k)
+                                      for k in range(count)])
+            layout, outputs = flatten(symbols, type(block).__name__)
+            known[count] = output_type(layout, [((), None)] * len(outputs))
+        except Exception:  # noqa: BLE001 - not batched: the call runs as written
+            known[count] = None
+    return known[count]
+
+
+def note_new_array(handle):
+    """An array made while a batch collects: copying into it needs no flush."""
+    batch = pending_batch()
+    if batch is not None:
+        batch.fresh.add(handle.value)
+
+
+def writes_existing(array):
+    """Before a copy from NumPy into `array`: run the batch unless `array` is new."""
+    batch = pending_batch()
+    if batch is not None and array.handle.value not in batch.fresh:
+        batch.flush("an array written")
+
+
+# What patches.py wraps: MXNet's ways of writing arrays and changing blocks ------------
+
+def flushing_before(reason):
+    """A method wrapper: the collecting batch runs first (it could see the change)."""
+    def wrapper(method):
+        @functools.wraps(method)
+        def run(*args, **kwargs):
+            flush_pending(reason)
+            return method(*args, **kwargs)
+        return run
+    return wrapper
+
+
+def invoking(invoke):
+    """MXNet's `_imperative_invoke`: an operator writing into existing arrays (`out`)."""
+    @functools.wraps(invoke)
+    def run(handle, ndargs, keys, vals, out, *rest):
+        if out is not None:
+            flush_pending("an array written")
+        return invoke(handle, ndargs, keys, vals, out, *rest)
+    return run
+
+
+def calling_cached_op(call):
+    """`CachedOp.__call__`: a graph writing into existing arrays (`out=`)."""
+    @functools.wraps(call)
+    def run(self, *args, **kwargs):
+        if kwargs.get("out") is not None:
+            flush_pending("an array written")
+        return call(self, *args, **kwargs)
+    return run
+
+
+def copying_from_numpy(copy):
+    """`NDArray._sync_copyfrom`: a copy from NumPy into an array made before the batch."""
+    @functools.wraps(copy)
+    def run(self, source_array):
+        writes_existing(self)
+        return copy(self, source_array)
+    return run
+
+
+def allocating(allocate):
+    """MXNet's `_new_alloc_handle`: notes arrays made while a batch collects."""
+    @functools.wraps(allocate)
+    def run(*args, **kwargs):
+        handle = allocate(*args, **kwargs)
+        note_new_array(handle)
+        return handle
+    return run
+
+
+def calling_blocks(call):
+    """`Block.__call__`: a HybridBlock applied to a batch's results joins the batch."""
+    @functools.wraps(call)
+    def run(self, *args):
+        if _state.batch is not None:
+            deferred = defer_block_call(self, args)
+            if deferred is not NOT_DEFERRED:
+                return deferred
+        return call(self, *args)
+    return run
