@@ -47,8 +47,10 @@ ROOT = os.path.dirname(HERE)
 WORKLOADS = [
     ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 40),
     ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 16),
-    ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 3, 5),
-    ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 3, 5),
+    # Tree models: 6 warm-up steps, in which the whole step's first steps run their
+    # calls one by one (profiled), then as batches (batch_calls=True) profiled too.
+    ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 6, 6),
+    ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 6, 6),
     ("REINFORCE (CartPole, 20 envs)", cartpole, [], 5.13, 4, 10),
     ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 40),
 ]
@@ -87,8 +89,12 @@ def what_it_ran(training):
             notes.append("%s runs as Python (the imperative code: a difference is noise): %s"
                          % (name, report["fallback"].split(";")[0]))
         elif report["calls"]["by_kind"]["recursion"]:
-            notes.append("%s: recursion engine, %d of %d calls" % (
-                name, report["calls"]["by_kind"]["recursion"], report["calls"]["total"]))
+            by_kind = report["calls"]["by_kind"]
+            notes.append("%s: recursion engine, %d of %d calls%s" % (
+                name, by_kind["recursion"] + by_kind["batched"], report["calls"]["total"],
+                " (%d in batches of a step's calls: %s calls in the latest, losses included)" % (
+                    by_kind["batched"], report["batched_calls"]["batch_sizes"][-1])
+                if by_kind["batched"] else ""))
         else:
             calls = report["calls"]
             notes.append("%s: graphs: %d, %d of %d calls on them%s" % (

@@ -97,7 +97,9 @@ class Batch:
         self.batcher = batcher
         self.recording, self.training = autograd.is_recording(), autograd.is_training()
         self.callees, self.calls, self.results = [], [], []
+        self.positions = {}    # id of a PendingArray -> its index among the results
         self.runners = []      # the runner of each deferred call of a dynamic block
+        self.signatures = {}   # runner -> the Signatures its calls' walks used
         self.fresh = set()     # handles of arrays made while the batch collects
         self.done, self.error = False, None
 
@@ -113,22 +115,18 @@ class Batch:
         for arg in args:
             ours = isinstance(arg, PendingArray) and arg._batch is self
             if ours:
-                arg = self._index(arg)
+                arg = self.positions[id(arg)]
             elif isinstance(arg, PendingArray):
                 arg = arg._value
             arguments.append(arg)
             earlier.append(int(ours))
         self.calls.append([self.callees.index(block), arguments, earlier])
         pending = [PendingArray(self) for _ in output_type.arrays]
-        self.results.extend(weakref.ref(value) for value in pending)
+        for value in pending:
+            self.positions[id(value)] = len(self.results)
+            self.results.append(weakref.ref(value))
         self.batcher.deferred += 1
         return output_type.structure(pending)
-
-    def _index(self, value):
-        for index, ref in enumerate(self.results):
-            if ref() is value:
-                return index
-        raise AssertionError("a pending array is not among its batch's results")
 
     def flush(self, reason):
         """Run the calls (once) under the autograd mode they were made in."""
@@ -155,6 +153,9 @@ class Batch:
             pending = ref()
             if pending is not None:
                 pending._value = value
+        # Its results may outlive it: what the calls held goes now.
+        self.callees = self.calls = self.results = self.positions = self.runners = None
+        self.signatures = self.fresh = None
 
 
 class CallBatch(gluon.Block):
@@ -225,19 +226,24 @@ class Batcher:
         if mx.util.is_np_array() or _holds_nested_pending(args):
             flush_pending("a call the batch cannot take")
             return NOT_DEFERRED
+        batch = _state.batch
+        if batch is not None and (batch.batcher is not self or not batch.matches_autograd()):
+            batch.flush("a call the batch cannot take")
+            batch = None
         try:
-            output_type = runner.recursion.output_type(args)
+            # The block's Python state stays as the batch's first call found it: a
+            # change to a block runs the batch (patches.py).
+            output_type, signatures = runner.recursion.output_type(
+                args, batch.signatures.get(runner) if batch is not None else None)
         except Exception:  # noqa: BLE001 - the call runs as usual, which reports it
             output_type = None
         if output_type is None:
             flush_pending("a call the batch cannot take")
             return NOT_DEFERRED
-        batch = _state.batch
-        if batch is not None and (batch.batcher is not self or not batch.matches_autograd()):
-            batch.flush("a call the batch cannot take")
-            batch = None
+        batch = _state.batch     # walking the call may have run the batch (a result read)
         if batch is None:
             batch = _state.batch = Batch(self)
+        batch.signatures.setdefault(runner, signatures)
         batch.runners.append(runner)
         return batch.add(runner.block, args, output_type)
 

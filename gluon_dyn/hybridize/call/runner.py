@@ -119,7 +119,8 @@ class BlockRunner:
                 deferred = self.batcher.defer(self, args)
                 if deferred is not NOT_DEFERRED:
                     return deferred
-            self.last_call = arguments.ArgumentSkeleton(args)
+            if not self.recursion_only:     # a CallBatch is never exported
+                self.last_call = arguments.ArgumentSkeleton(args)
             self.running = True
             try:
                 if self.fallback is not None:

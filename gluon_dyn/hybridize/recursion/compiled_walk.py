@@ -9,8 +9,8 @@ generated code reads each path into a local variable (which paths a code path
 already read is known when generating), compares findings against constants and
 calls the callee's function for a recursive call: about twice as fast.
 
-An array read where the signatures know one finding only (a leaf's word: shape
-(1,), float32) is taken to be that, unchecked: the stacking of the group's
+An array read where the signatures know one array finding only (a leaf's word:
+shape (1,), float32; other nodes may read None there) is taken to be that, unchecked: the stacking of the group's
 arrays checks them all at once (execution.py), and a call where one differs is
 walked again by the generic walk, which checks every read. Reading an array's
 shape and dtype costs about a microsecond: a third of the walk of a leaf.
@@ -166,12 +166,14 @@ def _step_code(source, node, read, indent):
 
 
 def _speculated(node):
-    """The finding a read takes unchecked: the only one its signatures know, an
-    array with a leading axis of 1 (stacking such arrays checks each: see
+    """The finding a read of an array takes unchecked: the only array finding its
+    signatures know there (a leaf's word, where other nodes read None), an array
+    with a leading axis of 1 (stacking such arrays checks each: see
     execution.stacked_own); else None."""
-    if len(node.branches) != 1:
+    arrays = [found for found in node.branches if found[0] in ARRAY_FINDINGS]
+    if len(arrays) != 1:
         return None
-    found = next(iter(node.branches))
+    found = arrays[0]
     return found if found[0] == "array" and found[1][:1] == (1,) else None
 
 

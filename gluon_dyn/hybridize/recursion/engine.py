@@ -103,16 +103,19 @@ class RecursionEngine:
         self.groups += len(plan.groups)
         return completed[-1].body.output_type.structure(outputs)
 
-    def output_type(self, args):
-        """The OutputType of the forward's result on `args`, from the body of the
-        entry's signature (the call's nodes walked, new signatures traced), without
-        running the call; None once the engine gave up (call_batching.py)."""
+    def output_type(self, args, signatures=None):
+        """(The OutputType of the forward's result on `args`, the Signatures used)
+        from the body of the entry's signature (the call's nodes walked, new
+        signatures traced), without running the call; `signatures`: those of the
+        block's Python state as an earlier call found it (call_batching.py: calls
+        batched together share it). (None, None) once the engine gave up."""
         try:
             self._know_functions()
-            return self._discover(self._signatures(), args)[-1].body.output_type
+            signatures = signatures or self._signatures()
+            return self._discover(signatures, args)[-1].body.output_type, signatures
         except Unsupported as error:
             self._give_up(error.reason, error.location)
-            return None
+            return None, None
 
     def _know_functions(self):
         if self.functions is None:
