@@ -1,10 +1,11 @@
 """Imperative and hybridize(dynamic=True) twins of the recursive models
-(recursive_programs.py), their inputs, and the comparison of a call: outputs,
-parameter gradients and the gradients of the input vectors (test_recursion.py,
+(recursive_programs.py), their inputs, and the comparison of a call, or of a
+training step's calls (batched with batch_calls=True): outputs, parameter
+gradients and the gradients of the input vectors (test_recursion.py,
 fuzzing/recursion_streams.py)."""
 import mxnet as mx
 import numpy as np
-from mxnet import autograd
+from mxnet import autograd, gluon
 
 import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
 import recursive_programs as programs
@@ -54,6 +55,40 @@ def run(block, args, train):
 def assert_same(imperative, dynamic, args, train):
     expected, got = run(imperative, args, train), run(dynamic, args, train)
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    for name in expected[1]:
+        np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
+                                   err_msg=name)
+    for want, have in zip(expected[2], got[2]):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
+
+
+class Total(gluon.HybridBlock):
+    """A loss-like HybridBlock: the sum of an output (it joins a batch of calls)."""
+
+    def hybrid_forward(self, F, x):   # pylint: disable=arguments-differ
+        return F.sum(x)
+
+
+def run_batch(block, argument_sets):
+    """Outputs, parameter gradients and input vector gradients of one training step
+    calling `block` once per argument set, a Total applied to each output."""
+    vectors = [vector for args in argument_sets for vector in input_vectors(args)]
+    for vector in vectors:
+        vector.attach_grad()
+    total = Total()
+    with autograd.record():
+        outs = [block(*args) for args in argument_sets]
+        loss = mx.nd.add_n(*[total(out) for out in outs])
+    loss.backward()
+    params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
+              for name, p in block.collect_params().items()}
+    return [out.asnumpy() for out in outs], params, [v.grad.asnumpy().copy() for v in vectors]
+
+
+def assert_same_batch(imperative, dynamic, argument_sets):
+    expected, got = run_batch(imperative, argument_sets), run_batch(dynamic, argument_sets)
+    for want, have in zip(expected[0], got[0]):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
     for name in expected[1]:
         np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
                                    err_msg=name)

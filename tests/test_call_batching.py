@@ -209,3 +209,57 @@ def test_a_block_batching_calls_is_freed_without_the_cyclic_collector():
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_a_loss_made_anew_at_each_step_is_batched_as_the_same_loss(twins):
+    imperative, dynamic = twins
+    trainer_imperative, trainer_dynamic = trainers(imperative, dynamic)
+    for step in range(8):
+        outcomes = []
+        for block, trainer in ((imperative, trainer_imperative), (dynamic, trainer_dynamic)):
+            stream, labels = step_data(step)
+            with autograd.record():
+                total = mx.nd.add_n(*[gluon.loss.SoftmaxCrossEntropyLoss()(block([tree]), label)
+                                      for tree, label in zip(stream, labels)])
+            total.backward()
+            trainer.step(TREES_PER_STEP)
+            outcomes.append(total.asnumpy())
+        np.testing.assert_allclose(outcomes[1], outcomes[0], rtol=1e-5, atol=1e-5)
+    (served,) = batched(dynamic)["call_batches"]
+    assert served["recursion"] >= 3, served
+
+
+def test_a_batch_gluon_dyn_fails_on_runs_its_calls_as_written(twins, monkeypatch):
+    from gluon_dyn.hybridize.call import call_batching
+    imperative, dynamic = twins
+    trainer_imperative, trainer_dynamic = trainers(imperative, dynamic)
+    for step in range(4):
+        run_step(imperative, trainer_imperative, step)
+        run_step(dynamic, trainer_dynamic, step)
+
+    def broken(self, batch):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(call_batching.Batcher, "run", broken)
+    with pytest.warns(UserWarning, match="no longer batched.*RuntimeError: a bug"):
+        assert_same_step(run_step(imperative, trainer_imperative, 4),
+                         run_step(dynamic, trainer_dynamic, 4))
+    deferred = batched(dynamic)["deferred_calls"]
+    assert_same_step(run_step(imperative, trainer_imperative, 5),
+                     run_step(dynamic, trainer_dynamic, 5))
+    report = batched(dynamic)
+    assert report["gave_up"] == "RuntimeError: a bug" and report["deferred_calls"] == deferred
+
+
+def test_an_error_of_the_program_is_raised_from_the_batch(twins):
+    """A call that raises as written (the loss given labels of the wrong shape)
+    raises MXNet's error when its batch runs; gluon_dyn does not take it for its own."""
+    _, dynamic = twins
+    (trainer,) = trainers(dynamic)
+    for step in range(4):
+        run_step(dynamic, trainer, step)
+    stream, _ = step_data(70)
+    with autograd.record():
+        losses = [LOSS(dynamic([tree]), mx.nd.zeros((3, 4))) for tree in stream]
+        with pytest.raises(mx.base.MXNetError, match="shape"):
+            mx.nd.add_n(*losses).wait_to_read()
+    assert batched(dynamic)["gave_up"] is None

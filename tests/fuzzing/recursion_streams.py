@@ -5,7 +5,10 @@ their parses, minibatches, a context array), inference and training with an
 SGD step after each training call, compared call by call: outputs, parameter
 gradients, input gradients (recursion_twins.assert_same); after each step the
 dynamic twin takes the imperative twin's parameters, so that every call
-compares the same function at the same point. Half the streams
+compares the same function at the same point. A quarter of the streams (seed % 4
+== 1) batch calls (batch_calls=True): each training step calls the model 1 to 3
+times and sums the outputs through a HybridBlock, as a training step written per
+example does, compared call by call (recursion_twins.assert_same_batch). Half the streams
 never build a whole-call program, so that every call runs group by group;
 the others run as the engine chooses. `check(seed)` repeats a stream.
 """
@@ -19,7 +22,7 @@ from mxnet import gluon
 import gluon_dyn
 import recursive_programs as programs
 from gluon_dyn.hybridize.recursion import program_cache
-from recursion_twins import assert_same, pair, sentence_pairs, trees
+from recursion_twins import assert_same, assert_same_batch, pair, sentence_pairs, trees
 
 MODELS = (programs.TreeRNN, programs.LabelGatedRNN, programs.RecursiveForward,
           programs.MutualRecursion, programs.WholeSumRNN, programs.TopDownRNN,
@@ -35,8 +38,9 @@ NEVER = (10 ** 9, 10 ** 9)   # program_cache.SIGHTINGS that never build a progra
 class StreamOutcome:
     model: str
     groups_only: bool
-    calls: int
-    served: int          # calls the recursion engine served
+    calls: int           # calls of the model compared
+    served: int          # calls the recursion engine served (batched calls included)
+    batched: bool = False   # a stream whose training steps batch their calls
     problem: str = None  # how the dynamic model differed or failed
 
 
@@ -68,32 +72,39 @@ def check(seed):
     model = MODELS[rng.randint(len(MODELS))]
     groups_only = bool(rng.uniform() < 0.5)
     calls, training_share = rng.randint(8, 31), rng.uniform(0.2, 0.6)
-    outcome = StreamOutcome(model.__name__, groups_only, 0, 0)
+    batched = seed % 4 == 1
+    outcome = StreamOutcome(model.__name__, groups_only, 0, 0, batched)
     sightings = program_cache.SIGHTINGS
     if groups_only:
         program_cache.SIGHTINGS = NEVER
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            imperative, dynamic = pair(model)
+            imperative, dynamic = pair(model, batch_calls=batched)
             trainers = [gluon.Trainer(block.collect_params(), "sgd",
                                       {"learning_rate": LEARNING_RATE})
                         for block in (imperative, dynamic)]
             for _ in range(calls):
                 args, train = arguments(model, rng), bool(rng.uniform() < training_share)
+                argument_sets = [args] + ([arguments(model, rng) for _ in range(rng.randint(3))]
+                                          if batched and train else [])
                 try:
-                    assert_same(imperative, dynamic, args, train)
+                    if batched and train:
+                        assert_same_batch(imperative, dynamic, argument_sets)
+                    else:
+                        assert_same(imperative, dynamic, args, train)
                 except Exception as error:  # noqa: BLE001 - the stream's finding
                     outcome.problem = "call %d (%s): %s: %s" % (
                         outcome.calls, "training" if train else "inference",
                         type(error).__name__, str(error).strip()[:2000])
                     break
-                outcome.calls += 1
+                outcome.calls += len(argument_sets)
                 if train:
                     for trainer in trainers:
                         trainer.step(1, ignore_stale_grad=True)
                     _share_parameters(imperative, dynamic)
-        outcome.served = gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["recursion"]
+        by_kind = gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]
+        outcome.served = by_kind["recursion"] + by_kind["batched"]
     finally:
         program_cache.SIGHTINGS = sightings
     return outcome

@@ -32,11 +32,13 @@ are used, as for any lazily evaluated program.
 import collections
 import functools
 import threading
+import warnings
 import weakref
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
+from ...origin import user_stacklevel
 from ..capturing import python_state
 from .served import Served
 from ..capturing.weak_binding import scope_without_cycle
@@ -140,7 +142,10 @@ class Batch:
         try:
             scope = autograd.record if self.recording else autograd.pause
             with scope(train_mode=self.training):
-                outputs = self.batcher.run(self)
+                try:
+                    outputs = self.batcher.run(self)
+                except Exception as error:  # noqa: BLE001 - sorted out as the calls run
+                    outputs = self._as_written(error)
         except Exception as error:
             self.error = "%s: %s" % (type(error).__name__, error)
             raise
@@ -156,6 +161,23 @@ class Batch:
         # Its results may outlive it: what the calls held goes now.
         self.callees = self.calls = self.results = self.positions = self.runners = None
         self.signatures = self.fresh = None
+
+
+    def _as_written(self, error):
+        """The calls' outputs, each call made as written after the batch failed with
+        `error`: if a call raises, that is the program's error, raised from its
+        line; if none does, gluon_dyn failed: said once, and the block's calls are
+        no longer batched."""
+        outputs = CallBatch.forward(_Callees(self.callees), self.calls)
+        self.batcher.give_up("%s: %s" % (type(error).__name__, error))
+        return outputs
+
+
+class _Callees:
+    """What CallBatch.forward reads of its block, for a batch made as written."""
+
+    def __init__(self, callees):
+        self.callees = callees
 
 
 class CallBatch(gluon.Block):
@@ -208,20 +230,22 @@ def _flattened(value):
 
 class Batcher:
     """The calls of one block hybridized with batch_calls=True: defers them and runs
-    each batch as a call of a CallBatch (one per set of callees, most recent kept),
-    hybridized with the block's options."""
+    each batch as a call of a CallBatch (one per set of callees, most recent kept:
+    _callee_key), hybridized with the block's options."""
 
     def __init__(self, options):
         self.options = options
         self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
         self.deferred = self.batches = 0
+        self.gave_up = None      # why calls are no longer batched
         self.batch_sizes = collections.deque(maxlen=SIZES_KEPT)   # calls per batch, recent
         self.flushed_by = collections.Counter()
 
     def defer(self, runner, args):
         """`runner`'s block called on `args`, deferred into this thread's batch; or
         NOT_DEFERRED: the call runs now (after the batch, if it cannot join it)."""
-        if _state.flushing or not autograd.is_recording() or not runner.batches_now():
+        if _state.flushing or self.gave_up or not autograd.is_recording() or \
+                not runner.batches_now():
             return NOT_DEFERRED
         if mx.util.is_np_array() or _holds_nested_pending(args):
             flush_pending("a call the batch cannot take")
@@ -249,7 +273,7 @@ class Batcher:
 
     def run(self, batch):
         """The outputs of `batch`'s calls, flattened in order."""
-        key = tuple(id(callee) for callee in batch.callees)
+        key = tuple(_callee_key(callee) for callee in batch.callees)
         call_batch = self._call_batches.get(key)
         if call_batch is None:
             call_batch = self._call_batches[key] = self._new_call_batch(batch.callees)
@@ -266,6 +290,12 @@ class Batcher:
                 runner.calls.note(Served.BATCHED)
         return outputs
 
+    def give_up(self, reason):
+        self.gave_up = reason
+        warnings.warn("gluon_dyn: calls are no longer batched (batch_calls=True): an internal "
+                      "error stopped a batch (%s); please report it" % reason,
+                      stacklevel=user_stacklevel())
+
     def _new_call_batch(self, callees):
         from .runner import BlockRunner   # the runner holds the Batcher
         call_batch = CallBatch()
@@ -279,9 +309,34 @@ class Batcher:
         batches run, and how each CallBatch's calls were served."""
         from .dynamic import report
         return {"deferred_calls": self.deferred, "batches": self.batches,
+                "gave_up": self.gave_up,
                 "batch_sizes": list(self.batch_sizes), "flushed_by": dict(self.flushed_by),
                 "call_batches": [report(call_batch)["calls"]["by_kind"]
                                  for call_batch in self._call_batches.values()]}
+
+
+_GLUON_ATTRIBUTES = frozenset(vars(gluon.HybridBlock(prefix="gluon_dyn_probe_")))
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _callee_key(block):
+    """What a CallBatch is kept by, per callee: the block; or, for a HybridBlock
+    without parameters or children whose own attributes are plain values (a Gluon
+    loss made anew at each step), its type and those values: its compiled bodies
+    serve every such block alike."""
+    if isinstance(block, gluon.HybridBlock) and not block._children and \
+            not block._reg_params and not list(block.params.keys()):
+        own = sorted((name, value) for name, value in vars(block).items()
+                     if name not in _GLUON_ATTRIBUTES)
+        if all(_plain(value) for _, value in own):
+            return (type(block), tuple(own))
+    return id(block)
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return all(_plain(item) for item in value)
+    return isinstance(value, _PLAIN)
 
 
 def _holds_nested_pending(args):
