@@ -39,7 +39,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ...origin import user_stacklevel
-from ..capturing import python_state
+from .call_batch import CallBatch, Callees, callee_key
 from .served import Served
 from ..capturing.weak_binding import scope_without_cycle
 
@@ -168,73 +168,18 @@ class Batch:
         `error`: if a call raises, that is the program's error, raised from its
         line; if none does, gluon_dyn failed: said once, and the block's calls are
         no longer batched."""
-        outputs = CallBatch.forward(_Callees(self.callees), self.calls)
+        outputs = CallBatch.forward(Callees(self.callees), self.calls)
         self.batcher.give_up("%s: %s" % (type(error).__name__, error))
         return outputs
-
-
-class _Callees:
-    """What CallBatch.forward reads of its block, for a batch made as written."""
-
-    def __init__(self, callees):
-        self.callees = callees
-
-
-class CallBatch(gluon.Block):
-    """The block whose forward makes a batch's calls in order; its callees are
-    registered as its children only while a batch runs (held for good, the block
-    batching calls, which holds this one, would be in a reference cycle)."""
-
-    def __init__(self):
-        super().__init__(prefix="call_batch_")
-        self.callees = []
-
-    def holding(self, callees):
-        return _Holding(self, callees)
-
-    def forward(self, calls):
-        outputs = []
-        for callee, args, earlier in calls:
-            # earlier[k]: whether args[k] is the index of an earlier call's result.
-            args = [outputs[arg] if earlier[position] else arg
-                    for position, arg in enumerate(args)]
-            outputs.extend(_flattened(self.callees[callee](*args)))
-        return outputs
-
-
-class _Holding:
-    """Registers the callees as they were when the CallBatch was made (always the
-    same blocks: CallBatches are kept per callees), past Block.__setattr__, which
-    would count it a change and make every block tree be walked again; and
-    forgets the walk of the CallBatch's tree, which holds the callees."""
-
-    def __init__(self, call_batch, callees):
-        self.call_batch, self.callees = call_batch, callees
-
-    def __enter__(self):
-        vars(self.call_batch)["callees"] = list(self.callees)
-        for number, callee in enumerate(self.callees):
-            self.call_batch._children["callee%d" % number] = callee
-
-    def __exit__(self, *exc):
-        self.call_batch._children.clear()
-        vars(self.call_batch)["callees"] = []
-        python_state.forget(self.call_batch)
-
-
-def _flattened(value):
-    if isinstance(value, (list, tuple)):
-        return [array for item in value for array in _flattened(item)]
-    return [value]
 
 
 class Batcher:
     """The calls of one block hybridized with batch_calls=True: defers them and runs
     each batch as a call of a CallBatch (one per set of callees, most recent kept:
-    _callee_key), hybridized with the block's options."""
+    callee_key), served by a `runner_class` (BlockRunner) with the block's options."""
 
-    def __init__(self, options):
-        self.options = options
+    def __init__(self, options, runner_class):
+        self.options, self.runner_class = options, runner_class
         self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
         self.deferred = self.batches = 0
         self.gave_up = None      # why calls are no longer batched
@@ -273,7 +218,7 @@ class Batcher:
 
     def run(self, batch):
         """The outputs of `batch`'s calls, flattened in order."""
-        key = tuple(_callee_key(callee) for callee in batch.callees)
+        key = tuple(callee_key(callee) for callee in batch.callees)
         call_batch = self._call_batches.get(key)
         if call_batch is None:
             call_batch = self._call_batches[key] = self._new_call_batch(batch.callees)
@@ -297,46 +242,21 @@ class Batcher:
                       stacklevel=user_stacklevel())
 
     def _new_call_batch(self, callees):
-        from .runner import BlockRunner   # the runner holds the Batcher
         call_batch = CallBatch()
         scope_without_cycle(call_batch)
         with call_batch.holding(callees):
-            call_batch.forward = BlockRunner(call_batch, recursion_only=True, **self.options)
+            call_batch.forward = self.runner_class(call_batch, recursion_only=True,
+                                                   **self.options)
         return call_batch
 
     def report(self):
         """Calls deferred, batches run, the calls of recent batches, what made
         batches run, and how each CallBatch's calls were served."""
-        from .dynamic import report
         return {"deferred_calls": self.deferred, "batches": self.batches,
                 "gave_up": self.gave_up,
                 "batch_sizes": list(self.batch_sizes), "flushed_by": dict(self.flushed_by),
-                "call_batches": [report(call_batch)["calls"]["by_kind"]
+                "call_batches": [call_batch.forward.report()["calls"]["by_kind"]
                                  for call_batch in self._call_batches.values()]}
-
-
-_GLUON_ATTRIBUTES = frozenset(vars(gluon.HybridBlock(prefix="gluon_dyn_probe_")))
-_PLAIN = (bool, int, float, str, type(None))
-
-
-def _callee_key(block):
-    """What a CallBatch is kept by, per callee: the block; or, for a HybridBlock
-    without parameters or children whose own attributes are plain values (a Gluon
-    loss made anew at each step), its type and those values: its compiled bodies
-    serve every such block alike."""
-    if isinstance(block, gluon.HybridBlock) and not block._children and \
-            not block._reg_params and not list(block.params.keys()):
-        own = sorted((name, value) for name, value in vars(block).items()
-                     if name not in _GLUON_ATTRIBUTES)
-        if all(_plain(value) for _, value in own):
-            return (type(block), tuple(own))
-    return id(block)
-
-
-def _plain(value):
-    if isinstance(value, tuple):
-        return all(_plain(item) for item in value)
-    return isinstance(value, _PLAIN)
 
 
 def _holds_nested_pending(args):

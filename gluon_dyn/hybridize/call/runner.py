@@ -89,7 +89,7 @@ class BlockRunner:
         self.running = False
         self.last_call = None           # the latest call's ArgumentSkeleton: what `export` traces
         self.lock = lock or threading.RLock()
-        self.batcher = Batcher(self.options) if batch_calls else None
+        self.batcher = Batcher(self.options, type(self)) if batch_calls else None
         self.recursion_only = recursion_only
 
     @property
