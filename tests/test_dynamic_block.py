@@ -553,3 +553,53 @@ def test_arrays_stored_into_a_kept_dict_are_written_after_each_run():
         np.testing.assert_allclose(block.memory["last"].asnumpy(),
                                    imperative.memory["last"].asnumpy())
     assert gluon_dyn.hybridize.report(block)["deferred_state"]["containers"] == ["memory"]
+
+
+class SignedChild(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(3, in_units=3)
+
+    def forward(self, x):
+        y = self.dense(x)
+        if y.sum() > 0:
+            return y * 2
+        return -y
+
+
+class ParentOfDynamic(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.child = SignedChild()
+
+    def forward(self, x):
+        return self.child(x) + 1
+
+
+def test_a_dynamic_child_keeps_its_runner_under_a_dynamic_parent():
+    """hybridize(dynamic=True) on a parent leaves a child hybridized so itself with
+    its own runner (the parent's trace runs the child's converted forward): the
+    child's own calls keep their graphs and report."""
+    from gluon_dyn.hybridize.call.dynamic import runner_of
+    blocks = []
+    for dynamic in (False, True):
+        mx.random.seed(0)
+        block = ParentOfDynamic()
+        block.initialize()
+        if dynamic:
+            block.child.hybridize(dynamic=True)
+            block.hybridize(dynamic=True)
+        blocks.append(block)
+    child_runner = runner_of(blocks[1].child)
+    rng = np.random.RandomState(0)
+    for call in range(10):
+        x = nd(rng.uniform(-1, 1, (2, 3)))
+        np.testing.assert_allclose(blocks[1](x).asnumpy(), blocks[0](x).asnumpy(), rtol=1e-5)
+        np.testing.assert_allclose(blocks[1].child(x).asnumpy(), blocks[0].child(x).asnumpy(),
+                                   rtol=1e-5)
+    assert runner_of(blocks[1].child) is child_runner
+    for block in (blocks[1], blocks[1].child):
+        calls = gluon_dyn.hybridize.report(block)["calls"]
+        assert calls["graph"] >= 5, calls
