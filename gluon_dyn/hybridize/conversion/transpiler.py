@@ -179,7 +179,9 @@ def _descendants_run_on_ndarrays(block):
     code) and hybrid_forwards (GluonNLP's samplers index with `mx.nd.arange`)."""
     for child in block._children.values():
         if getattr(vars(child).get("forward"), "converts_its_block", False):
-            continue    # hybridized with dynamic=True itself: its runner converted its tree
+            # Hybridized with dynamic=True itself (a model a CallBatch calls,
+            # call_batching.py): its runner converted its tree.
+            continue
         if not isinstance(child, gluon.HybridBlock):
             yield child, "forward"
         else:
