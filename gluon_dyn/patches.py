@@ -15,12 +15,13 @@ MXNet Gluon:
 - `Block.__setattr__`, `__delattr__`, `register_child` (and HybridBlock's): count
   changes to blocks, so that the Python state a call is keyed on is walked again
   only after one (hybridize/capturing/python_state.py).
-- `Block.__call__` (a HybridBlock applied to results of batched calls joins their
-  batch), `Block.__setattr__` and the like, `Trainer.step`, `update` and
-  `allreduce_grads`, MXNet's `_imperative_invoke` and `CachedOp.__call__` with `out`,
-  `NDArray._sync_copyfrom` and `_new_alloc_handle`: calls batched with
-  `batch_calls=True` run before anything could see them run late
-  (hybridize/call/call_batching.py); with no batch collecting, each costs a check.
+- Once a block is hybridized with `batch_calls=True` (not at import: a process that
+  batches no calls pays nothing), `Block.__call__` (a HybridBlock applied to results
+  of batched calls joins their batch), `Block.__setattr__` and the like,
+  `Trainer.step`, `update` and `allreduce_grads`, MXNet's `_imperative_invoke` and
+  `CachedOp.__call__` with `out`, `NDArray._sync_copyfrom` and `_new_alloc_handle`:
+  batched calls run before anything could see them run late
+  (hybridize/call/call_batching.py `install_hooks`).
 - `HybridBlock._build_cache`: checks the branches of a graph's `cond` nodes once
   the input shapes are first known, naming the cond's file:line (block_checks.py).
 - `Symbol.shape`, `Symbol.ndim`, `Symbol.detach`: code written for NDArrays reads
@@ -94,7 +95,7 @@ from mxnet import gluon
 from . import block_checks, export, horovod_trainer, threads
 from .ops import symbol_api, symbol_json
 from .hybridize.passes import backward_timing
-from .hybridize.call import call_batching, dynamic, stale_gradients
+from .hybridize.call import dynamic, stale_gradients
 from .hybridize.capturing import host_values, python_state, tracing
 from .hybridize.conversion import malt_decisions, operators, transpiler
 from .hybridize.conversion.operators import attributes, context_managers
@@ -119,15 +120,7 @@ def apply():
     _wrap(gluon.HybridBlock, "_build_cache", block_checks.check_after_build)
     for block_class in (gluon.Block, gluon.HybridBlock):
         for name in ("__setattr__", "__delattr__", "register_child"):
-            _wrap(block_class, name, lambda method: python_state.noting_block_changes(
-                call_batching.flushing_before("a block changed")(method)))
-    _wrap(gluon.Block, "__call__", call_batching.calling_blocks)
-    for name in ("step", "update", "allreduce_grads"):
-        _wrap(gluon.Trainer, name, call_batching.flushing_before("a trainer step"))
-    _wrap(mx.ndarray.register, "_imperative_invoke", call_batching.invoking)
-    _wrap(mx.nd.CachedOp, "__call__", call_batching.calling_cached_op)
-    _wrap(mx.nd.NDArray, "_sync_copyfrom", call_batching.copying_from_numpy)
-    _wrap(mx.ndarray.ndarray, "_new_alloc_handle", call_batching.allocating)
+            _wrap(block_class, name, python_state.noting_block_changes)
     mx.sym.Symbol.shape = property(tracing.symbol_shape)
     mx.sym.Symbol.ndim = property(tracing.symbol_ndim)
     mx.sym.Symbol.detach = tracing.symbol_detach

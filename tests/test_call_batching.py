@@ -263,3 +263,16 @@ def test_an_error_of_the_program_is_raised_from_the_batch(twins):
         with pytest.raises(mx.base.MXNetError, match="shape"):
             mx.nd.add_n(*losses).wait_to_read()
     assert batched(dynamic)["gave_up"] is None
+
+
+def test_mxnet_runs_unwrapped_until_a_block_batches_calls(twins):
+    """The hooks that run batches first cost nothing in a process that batches no
+    calls: they are installed by the first block hybridized with batch_calls=True."""
+    import subprocess
+    import sys
+    hooked = "getattr(mx.ndarray.register._imperative_invoke, '__gluon_dyn_batch_hook__', False)"
+    found = subprocess.run([sys.executable, "-c", "import mxnet as mx, gluon_dyn; print(%s)"
+                            % hooked], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
+    # twins: a block hybridized with batch_calls=True in this process
+    assert getattr(mx.ndarray.register._imperative_invoke, "__gluon_dyn_batch_hook__", False)

@@ -179,6 +179,7 @@ class Batcher:
     callee_key), served by a `runner_class` (BlockRunner) with the block's options."""
 
     def __init__(self, options, runner_class):
+        install_hooks()
         self.options, self.runner_class = options, runner_class
         self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
         self.deferred = self.batches = 0
@@ -324,7 +325,31 @@ def writes_existing(array):
         batch.flush("an array written")
 
 
-# What patches.py wraps: MXNet's ways of writing arrays and changing blocks ------------
+# MXNet's ways of writing arrays and changing blocks, wrapped ---------------------------
+
+_HOOKED = "__gluon_dyn_batch_hook__"
+
+
+def install_hooks():
+    """Wrap, once per process, what must run a batch first (module doc), when the
+    first block batches calls: until then MXNet's functions run unwrapped."""
+    for owner, name, wrapper in (
+            [(block_class, name, flushing_before("a block changed"))
+             for block_class in (gluon.Block, gluon.HybridBlock)
+             for name in ("__setattr__", "__delattr__", "register_child")]
+            + [(gluon.Trainer, name, flushing_before("a trainer step"))
+               for name in ("step", "update", "allreduce_grads")]
+            + [(gluon.Block, "__call__", calling_blocks),
+               (mx.ndarray.register, "_imperative_invoke", invoking),
+               (mx.nd.CachedOp, "__call__", calling_cached_op),
+               (mx.nd.NDArray, "_sync_copyfrom", copying_from_numpy),
+               (mx.ndarray.ndarray, "_new_alloc_handle", allocating)]):
+        original = getattr(owner, name)
+        if not getattr(original, _HOOKED, False):
+            wrapped = wrapper(original)
+            setattr(wrapped, _HOOKED, True)
+            setattr(owner, name, wrapped)
+
 
 def flushing_before(reason):
     """A method wrapper: the collecting batch runs first (it could see the change)."""
