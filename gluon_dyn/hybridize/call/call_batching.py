@@ -202,7 +202,7 @@ class Batcher:
             batch = None
         try:
             # The block's Python state stays as the batch's first call found it: a
-            # change to a block runs the batch (patches.py).
+            # change to a block runs the batch (install_hooks).
             output_type, signatures = runner.recursion.output_type(
                 args, batch.signatures.get(runner) if batch is not None else None)
         except Exception:  # noqa: BLE001 - the call runs as usual, which reports it
@@ -261,8 +261,8 @@ class Batcher:
 
 
 def _holds_nested_pending(args):
-    """Whether a PendingArray of the collecting batch sits inside a list or tuple
-    argument (a call refers to earlier results only as positional arguments)."""
+    """Whether a PendingArray sits inside a list or tuple argument (a call refers
+    to earlier results only as positional arguments)."""
     def nested(value):
         if isinstance(value, (list, tuple)):
             return any(isinstance(item, PendingArray) or nested(item) for item in value)
