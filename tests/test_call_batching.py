@@ -13,7 +13,7 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 import recursive_programs as programs
-from recursion_twins import pair, trees
+from recursion_twins import assert_same_results, pair, trees
 
 TREES_PER_STEP = 5
 PROFILED = 3     # calls hybridize(dynamic=True) profiles before serving
@@ -64,15 +64,6 @@ def leaves(tree):
     return [tree] if tree.is_leaf() else [leaf for child in tree.children for leaf in leaves(child)]
 
 
-def assert_same_step(expected, got):
-    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
-    for name in expected[1]:
-        np.testing.assert_allclose(got[1][name], expected[1][name], rtol=1e-5, atol=1e-5,
-                                   err_msg=name)
-    for want, have in zip(expected[2], got[2]):
-        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)
-
-
 def trainers(*blocks):
     return [gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1})
             for block in blocks]
@@ -86,7 +77,7 @@ def test_a_step_of_per_tree_calls_runs_as_one_batch_as_written(twins):
     imperative, dynamic = twins
     trainer_imperative, trainer_dynamic = trainers(imperative, dynamic)
     for step in range(8):
-        assert_same_step(run_step(imperative, trainer_imperative, step),
+        assert_same_results(run_step(imperative, trainer_imperative, step),
                          run_step(dynamic, trainer_dynamic, step))
         for a, b in zip(imperative.collect_params().values(), dynamic.collect_params().values()):
             np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(),
@@ -112,7 +103,7 @@ def test_a_result_read_between_calls_runs_the_calls_made_so_far(twins):
         float(losses[-1].asscalar())
 
     for step in range(6):
-        assert_same_step(run_step(imperative, trainer_imperative, step, read_last),
+        assert_same_results(run_step(imperative, trainer_imperative, step, read_last),
                          run_step(dynamic, trainer_dynamic, step, read_last))
     assert set(batched(dynamic)["batch_sizes"][-3:]) == {2}
 
@@ -241,10 +232,10 @@ def test_a_batch_gluon_dyn_fails_on_runs_its_calls_as_written(twins, monkeypatch
         raise RuntimeError("a bug")
     monkeypatch.setattr(call_batching.Batcher, "run", broken)
     with pytest.warns(UserWarning, match="no longer batched.*RuntimeError: a bug"):
-        assert_same_step(run_step(imperative, trainer_imperative, 4),
+        assert_same_results(run_step(imperative, trainer_imperative, 4),
                          run_step(dynamic, trainer_dynamic, 4))
     deferred = batched(dynamic)["deferred_calls"]
-    assert_same_step(run_step(imperative, trainer_imperative, 5),
+    assert_same_results(run_step(imperative, trainer_imperative, 5),
                      run_step(dynamic, trainer_dynamic, 5))
     report = batched(dynamic)
     assert report["gave_up"] == "RuntimeError: a bug" and report["deferred_calls"] == deferred

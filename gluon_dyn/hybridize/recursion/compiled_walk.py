@@ -10,10 +10,11 @@ already read is known when generating), compares findings against constants and
 calls the callee's function for a recursive call: about twice as fast.
 
 An array read where the signatures know one array finding only (a leaf's word:
-shape (1,), float32; other nodes may read None there) is taken to be that, unchecked: the stacking of the group's
-arrays checks them all at once (execution.py), and a call where one differs is
-walked again by the generic walk, which checks every read. Reading an array's
-shape and dtype costs about a microsecond: a third of the walk of a leaf.
+shape (1,), float32; other nodes may read None there) is taken to be that,
+unchecked: the stacking of the group's arrays checks them all at once
+(execution.py), and a call where one differs is walked again by the generic
+walk, which checks every read. Reading an array's shape and dtype costs about a
+microsecond: a third of the walk of a leaf.
 
 Recursive calls recurse in Python here; below MAX_DEPTH levels the generic walk
 (its own stack, no Python frames) takes the subtree, so no depth of tree raises

@@ -111,7 +111,8 @@ class RecursionEngine:
         batched together share it). (None, None) once the engine gave up."""
         try:
             self._know_functions()
-            signatures = signatures or self._signatures()
+            if signatures is None:
+                signatures = self._signatures()
             return self._discover(signatures, args)[-1].body.output_type, signatures
         except Unsupported as error:
             self._give_up(error.reason, error.location)
