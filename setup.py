@@ -88,9 +88,13 @@ class PythonIndependentWheel(bdist_wheel):
 setup(
     ext_modules=[Extension(
         "gluon_dyn._lib.libgluon_dyn_ops",
-        sorted(glob.glob("src/operator/control_flow/*.cc")) + ["src/ndarray/version.cc"],
+        sorted(glob.glob("src/operator/control_flow/*.cc")) + ["src/ndarray/version.cc",
+                                                                 "src/engine/serial_regions.cc"],
         depends=sorted(glob.glob("src/operator/control_flow/*.h")), language="c++",
         extra_compile_args=["-std=c++17", "-g0"],
+        # serial_regions.cc sets the OpenMP threads of MXNet's engine threads: the
+        # GNU OpenMP runtime libmxnet.so links.
+        libraries=["gomp"],
         # The library binds to its own copy of lib_api.cc's classes: libmxnet.so
         # exports the same names built with the old C++ ABI, and once a library
         # loaded with RTLD_GLOBAL (Horovod's) puts libmxnet.so in the global scope,

@@ -12,11 +12,30 @@ weight's gradient made a hidden-512 LSTM's training step 8x slower (42 to 338 ms
 for the rest of the process. The calling thread's own regions are short copies:
 `serial_caller()` gives that thread a team of one, so only the engine's team runs
 wide.
+
+An engine team is worth waking for large arrays only. On a graph whose every array
+holds at most SMALL_ARRAY elements (the recursion engine's groups of small trees),
+its wake-ups cost more than the kernels, on the critical path: a small Tree-LSTM's
+calls took 2.5 ms with 2 threads per operator and 1.8 ms with one, and a graph
+reading (8, 512) arrays ran 45% slower on one thread (benchmarks/serial_graphs.py).
+`run_graph` runs such a graph's operators on one thread: engine functions pushed
+before and after it (src/engine/serial_regions.cc) set the engine thread's OpenMP
+count and give it back. The end reads the graph's outputs, so the engine runs it
+after their operators, and runs it even when one of them failed (MXNet's
+kNoSkip); that ordering holds where one engine thread runs a context's operators
+(MXNet's default ThreadedEnginePerDevice with one CPU worker, or NaiveEngine):
+elsewhere graphs run as they are.
 """
 import ctypes
 import os
+import threading
 
 import mxnet as mx
+
+from . import native
+
+SMALL_ARRAY = 1024      # elements: a graph whose arrays are all this small runs serially
+_NO_SKIP = ctypes.c_int(7)   # MXNet's FnProperty::kNoSkip
 
 
 def serial_caller():
@@ -37,3 +56,106 @@ def cores():
         except OSError:
             seen.add(str(cpu))
     return len(seen)
+
+
+class _CPUContext(ctypes.Structure):
+    """MXNet's C++ Context (as MXEnginePushSync reads it)."""
+    _fields_ = [("dev_type", ctypes.c_int32), ("dev_id", ctypes.c_int32)]
+
+
+def _engine_runs_a_context_on_one_thread(environ):
+    engine = environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")
+    return engine == "NaiveEngine" or (engine == "ThreadedEnginePerDevice" and
+                                       environ.get("MXNET_CPU_WORKER_NTHREADS", "1") == "1")
+
+
+class _SerialRegions:
+    """The engine functions of src/engine/serial_regions.cc, pushed on the CPU."""
+
+    def __init__(self, library):
+        self.begin = ctypes.cast(library.gluon_dyn_serial_begin, ctypes.c_void_p)
+        self.end = ctypes.cast(library.gluon_dyn_serial_end, ctypes.c_void_p)
+        self.threads = ctypes.cast(library.gluon_dyn_omp_threads, ctypes.c_void_p)
+        self.context = _CPUContext(1, 0)
+
+    def push(self, function, reads=(), parameter=None):
+        handles = (ctypes.c_void_p * len(reads))(*[array.handle.value for array in reads])
+        # pylint: disable=protected-access
+        mx.base.check_call(mx.base._LIB.MXEnginePushSyncND(
+            function, parameter, None, ctypes.byref(self.context), handles, len(reads),
+            None, 0, ctypes.byref(_NO_SKIP), 0, None))
+
+
+def _serial_regions():
+    library = ctypes.CDLL(native.LIBRARY_PATH)
+    if not hasattr(library, "gluon_dyn_serial_begin") or \
+            not _engine_runs_a_context_on_one_thread(os.environ):
+        return None
+    return _SerialRegions(library)
+
+
+_REGIONS = _serial_regions()
+_spans = threading.local()     # .current: the innermost GraphSpan of the thread
+
+
+def serial_graphs_available():
+    """Whether `run_graph` runs graphs on one thread here (module doc)."""
+    return _REGIONS is not None
+
+
+def run_graph(run, one_thread, reads):
+    """`run()`'s results (a list of NDArrays; `run` pushes a graph reading the
+    NDArrays `reads`), its operators on one thread when `one_thread`: inside a
+    GraphSpan, in the span's region (opened here, or ended before a graph that
+    is not to run on one thread); else in a region of its own."""
+    span = getattr(_spans, "current", None)
+    if span is None:
+        if not one_thread:
+            return run()
+        _REGIONS.push(_REGIONS.begin)
+        results = []
+        try:
+            results = run()
+        finally:
+            _REGIONS.push(_REGIONS.end, results)
+        return results
+    if one_thread != span.open:
+        if one_thread:
+            _REGIONS.push(_REGIONS.begin)
+        else:
+            _REGIONS.push(_REGIONS.end, reads)
+        span.open = one_thread
+    return run()
+
+
+class GraphSpan:
+    """Graphs run one after the other (a recursion engine's call: its groups, and
+    the operators between them), in one region from the first that runs on one
+    thread to the end of the span: a region per graph would leave the operators
+    between them (and the engine function's own cost, ~7 us a push) to the
+    wide team. The region ends after `outputs` (set them before the span ends)
+    are made."""
+
+    def __init__(self):
+        self.open, self.outputs, self._outer = False, [], None
+
+    def __enter__(self):
+        self._outer = getattr(_spans, "current", None)
+        _spans.current = self
+        return self
+
+    def __exit__(self, *failure):
+        _spans.current = self._outer
+        if self.open:
+            _REGIONS.push(_REGIONS.end, self.outputs)
+            self.open = False
+
+
+def engine_omp_threads():
+    """The OpenMP threads an operator the engine runs now is given (its CPU
+    thread's count), once the operators pushed so far have run."""
+    mx.nd.waitall()
+    threads = ctypes.c_int(0)
+    _REGIONS.push(_REGIONS.threads, (), ctypes.cast(ctypes.pointer(threads), ctypes.c_void_p))
+    mx.nd.waitall()
+    return threads.value

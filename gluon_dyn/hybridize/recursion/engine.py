@@ -17,6 +17,7 @@ import warnings
 import mxnet as mx
 from mxnet import autograd
 
+from ... import threads
 from ...origin import user_stacklevel
 from .unsupported import Unsupported
 from ..capturing.python_state import python_state
@@ -152,6 +153,13 @@ class RecursionEngine:
         return self.tvm_check.next_variant() or (GROUPS, None)
 
     def _run_as(self, variant, plan):
+        # The call's small graphs and the operators between them run in one
+        # serial region (threads.GraphSpan).
+        with threads.GraphSpan() as span:
+            span.outputs = self._run_graphs(variant, plan)
+        return span.outputs
+
+    def _run_graphs(self, variant, plan):
         program = self.programs.get(plan.key) if variant == PROGRAM else None
         if program is None:
             if self.tvm is None:
@@ -286,7 +294,8 @@ class RecursionEngine:
         under backend="tvm" the measured choice between programs and
         group-by-group TVM plans, and per compiled body its signature, whether it
         batches (and its down stage), and its calls by backend when it ran group
-        by group."""
+        by group (and how many of its MXNet calls ran on one OpenMP thread,
+        threads.py)."""
         bodies = [body for signatures in self.signatures.values() for body in signatures.bodies]
         return {
             "state": "serving" if self.gave_up is None else "gave up: " + self.gave_up,
@@ -322,7 +331,7 @@ class RecursionEngine:
                 "down": None if down is None else {
                     "passes": len(body.down.outputs),
                     "batched": True if down.batched else down.not_batched},
-                "calls": {backend: calls[backend] for backend in ("mxnet", "tvm")},
+                "calls": {kind: calls[kind] for kind in ("mxnet", "tvm", "one_thread")},
                 "tvm": runner.plan.report() if runner.plan else None}
 
 

@@ -2,7 +2,8 @@
 group by group, each group's graph called once with the arenas passed on.
 
 A graph runs as an MXNet CachedOp (recorded under autograd.record(), whose
-backward then flows through every group's gather and append), or for inference
+backward then flows through every group's gather and append; on one OpenMP
+thread where all its arrays are small, threads.py), or for inference
 under backend="tvm" as a tvm_bridge plan compiled with the numbers of nodes and
 of arena rows left symbolic, so one plan serves every group and tree.
 """
@@ -14,6 +15,7 @@ import numpy as np
 from mxnet import autograd
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
+from ... import threads
 from ..capturing.capture import input_roles
 from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput, WrittenRowsInput
 from .body import WHOLE
@@ -43,7 +45,8 @@ class GraphRunner:
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
         self.plan_failed = False
         self.on_tvm = False          # the plan runs segments on TVM
-        self.calls = {"mxnet": 0, "tvm": 0}
+        self.calls = {"mxnet": 0, "tvm": 0, "one_thread": 0}
+        self._one_thread = OneThreadChoice(symbol, inputs)
 
     def __call__(self, values):
         if autograd.is_recording() and values:
@@ -60,10 +63,18 @@ class GraphRunner:
             return self.plan(*values)
         return self._mxnet(self._inference, values)
 
-    def _mxnet(self, op, values):
+    def _mxnet(self, op, values, one_thread=None):
+        """Runs `op`, a CachedOp of this graph (or of its form placed bucketed,
+        whose `one_thread` says whether it runs on one OpenMP thread)."""
         self.calls["mxnet"] += 1
-        results = op(*values)
-        return list(results) if isinstance(results, (list, tuple)) else [results]
+
+        def run():
+            results = op(*values)
+            return list(results) if isinstance(results, (list, tuple)) else [results]
+        if one_thread is None:
+            one_thread = self._one_thread(values)
+        self.calls["one_thread"] += one_thread
+        return threads.run_graph(run, one_thread, values)
 
 
 class ShapeKeyedRunner:
@@ -85,6 +96,7 @@ class ShapeKeyedRunner:
         self._ops = collections.OrderedDict()    # input shapes -> CachedOp
         self._met_once = collections.OrderedDict()   # input shapes -> None
         self._shared = None
+        self._one_thread = OneThreadChoice(symbol, inputs)
         self.on_kept_shapes = self.on_new_shapes = 0
 
     @property
@@ -101,7 +113,7 @@ class ShapeKeyedRunner:
         else:
             self.on_new_shapes += 1
             op = self._new_shapes(shapes)
-        return self._counted._mxnet(op, values)
+        return self._counted._mxnet(op, values, self._one_thread(values, shapes))
 
     def _new_shapes(self, shapes):
         if shapes in self._met_once:
@@ -125,6 +137,49 @@ class ShapeKeyedRunner:
         if parameters_bound:
             flags += self._roles
         return mx.nd.CachedOp(self.symbol, flags=flags)
+
+
+class OneThreadChoice:
+    """Whether a graph (`symbol` reading `inputs`) runs on one OpenMP thread for
+    its input values: where every array it reads, makes or returns holds at most
+    threads.SMALL_ARRAY elements (on the CPU, where serial graphs run); chosen
+    once per shapes of its data inputs (parameters keep theirs), for the
+    SHAPES_KEPT most recent."""
+
+    def __init__(self, symbol, inputs):
+        self.symbol = symbol
+        self._varying = dict(input_roles(inputs))["data_indices"]
+        self._small = collections.OrderedDict()   # data input shapes -> bool
+
+    def __call__(self, values, key=None):
+        """`key`: the data inputs' shapes, or anything that determines them."""
+        if not values or not threads.serial_graphs_available():
+            return False
+        if key is None:
+            key = tuple(values[position].shape for position in self._varying)
+        small = self._small.get(key)
+        if small is None:
+            largest = largest_array(self.symbol, [value.shape for value in values]) \
+                if values[0].context.device_type == "cpu" else None
+            small = self._small[key] = largest is not None and largest <= threads.SMALL_ARRAY
+            if len(self._small) > SHAPES_KEPT:
+                self._small.popitem(last=False)
+        return small
+
+
+def largest_array(symbol, input_shapes):
+    """The elements of the largest array `symbol` reads, makes or returns when its
+    inputs (symbol.list_inputs()) have `input_shapes`; None where MXNet cannot
+    infer every shape."""
+    named = dict(zip(symbol.list_inputs(), input_shapes))
+    try:
+        inferred = symbol.get_internals().infer_shape_partial(**named)
+    except mx.base.MXNetError:
+        return None
+    arrays = [shape for shapes in inferred for shape in shapes or ()] + list(input_shapes)
+    if not inferred[1] or any(not shape or 0 in shape for shape in arrays):
+        return None
+    return max(int(np.prod(shape)) for shape in arrays)
 
 
 class _Constants:

@@ -1,0 +1,40 @@
+// Engine functions that make the operators between them run on one OpenMP thread.
+//
+// MXNet 1.9.1 runs an operator's kernels with an OpenMP team as wide as the
+// engine thread's OpenMP thread count (omp_get_max_threads, capped by
+// MXNET_OMP_MAX_THREADS). On arrays of a few hundred elements a team costs more
+// than the kernel: waking the second thread of a 2-core machine, while the
+// Python thread pushing the next graph holds the other core, put ~0.6 ms on
+// every call of a small Tree-LSTM (gluon_dyn/threads.py). gluon_dyn pushes
+// gluon_dyn_serial_begin before such a graph and gluon_dyn_serial_end after it
+// (MXEnginePushSyncND, reading the graph's outputs), both on the engine thread
+// that runs the graph. Begins and ends nest (graphs pushed back to back), so the
+// thread count is saved at the outermost begin and given back at its end.
+//
+// The functions are EngineSyncFunc: (RunContext, parameter), both unused.
+extern "C" {
+int omp_get_max_threads(void);
+void omp_set_num_threads(int);
+}
+
+namespace {
+thread_local int serial_depth = 0;
+thread_local int saved_threads = 0;
+}  // namespace
+
+extern "C" void gluon_dyn_serial_begin(void*, void*) {
+  if (serial_depth++ == 0) {
+    saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+}
+
+extern "C" void gluon_dyn_serial_end(void*, void*) {
+  if (serial_depth > 0 && --serial_depth == 0) omp_set_num_threads(saved_threads);
+}
+
+// The calling thread's OpenMP thread count (for tests: pushed as an engine
+// function, it writes the engine thread's count into `*threads`).
+extern "C" void gluon_dyn_omp_threads(void*, void* threads) {
+  *static_cast<int*>(threads) = omp_get_max_threads();
+}
