@@ -2,8 +2,10 @@
 every array is small, and what a wide team gains where arrays are larger.
 
 1. The corpus's child-sum Tree-LSTM (tests/corpus/older_styles.py), inference on
-   new trees: imperative, and hybridize(dynamic=True) with the recursion engine's
-   small groups on one thread (the default) or on the engine's whole team
+   new trees, timed as `make corpus` times it (corpus_report.inference_run: the
+   random generators seeded before each call, as the corpus seeds them):
+   imperative, and hybridize(dynamic=True) with the recursion engine's small
+   groups on one thread (the default) or on the engine's whole team
    (threads.SMALL_ARRAY = 0 while its calls choose), interleaved (harness.py).
 2. One graph (split, concat, take, add_n and sum over a (rows, hidden) array) run
    in a region of one thread and without, per size: where the wide team starts to
@@ -22,11 +24,11 @@ import warnings
 import harness
 
 import mxnet as mx
-from mxnet import autograd
 
 sys.path.insert(0, os.path.join(harness.REPO, "tests"))
 import corpus  # noqa: E402
 from corpus.program import SEED  # noqa: E402
+from corpus_report import inference_run  # noqa: E402
 from dynamic_twins import copy_parameters, twins  # noqa: E402
 
 from gluon_dyn import threads  # noqa: E402
@@ -54,17 +56,12 @@ def tree_lstm_rows(repeats):
         wide = program.make()
         copy_parameters(imperative, wide)
         wide.hybridize(dynamic=True)
-
-        def inference(model):
-            def run(*arguments):
-                with autograd.pause():
-                    return program.call(model, *arguments)
-            return run
         variants = [
-            harness.Variant("imperative", inference(imperative)),
-            harness.Variant("one thread", with_small_array(threads.SMALL_ARRAY,
-                                                           inference(one_thread))),
-            harness.Variant("wide team", with_small_array(0, inference(wide)))]
+            harness.Variant("imperative", inference_run(program, imperative), self_timed=True),
+            harness.Variant("one thread", with_small_array(
+                threads.SMALL_ARRAY, inference_run(program, one_thread)), self_timed=True),
+            harness.Variant("wide team", with_small_array(0, inference_run(program, wide)),
+                            self_timed=True)]
         timings = harness.compare(variants, program.inputs, repeats)
     ms = {name: timing.median_ms for name, timing in timings.items()}
     return [["Tree-LSTM inference, new trees", "%.2f" % ms["imperative"]] + [

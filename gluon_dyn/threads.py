@@ -13,11 +13,14 @@ for the rest of the process. The calling thread's own regions are short copies:
 `serial_caller()` gives that thread a team of one, so only the engine's team runs
 wide.
 
-An engine team is worth waking for large arrays only. On a graph whose every array
-holds at most SMALL_ARRAY elements (the recursion engine's groups of small trees),
-its wake-ups cost more than the kernels, on the critical path: a small Tree-LSTM's
-calls took 2.5 ms with 2 threads per operator and 1.8 ms with one, and a graph
-reading (8, 512) arrays ran 45% slower on one thread (benchmarks/serial_graphs.py).
+An engine team is worth waking for large arrays only. In a call that runs graph after
+graph of arrays of at most SMALL_ARRAY elements (the recursion engine's groups of
+small trees) while the Python thread prepares the next, the team's wake-ups and
+spinning cost more than the kernels, on the critical path: the corpus's Tree-LSTM
+ran new trees 15% faster with its graphs on one thread (benchmarks/serial_graphs.py:
+2.44 against 2.82 ms). A graph timed alone gains nothing (its kernels run as fast;
+the two engine functions cost it 10%, 0.005 ms), and one thread's kernels fall
+behind beyond a few thousand elements (20% slower at 4,096, 40% at 32,768).
 `run_graph` runs such a graph's operators on one thread: engine functions pushed
 before and after it (src/engine/serial_regions.cc) set the engine thread's OpenMP
 count and give it back. The end reads the graph's outputs, so the engine runs it
