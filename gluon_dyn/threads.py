@@ -106,6 +106,17 @@ def serial_graphs_available():
     return _REGIONS is not None
 
 
+def begin_one_thread():
+    """Operators the engine runs after this (on the CPU) get one OpenMP thread,
+    until as many end_one_thread calls (regions nest)."""
+    _REGIONS.push(_REGIONS.begin)
+
+
+def end_one_thread(reads=()):
+    """Ends a region, once the operators making the NDArrays `reads` have run."""
+    _REGIONS.push(_REGIONS.end, reads)
+
+
 def run_graph(run, one_thread, reads):
     """`run()`'s results (a list of NDArrays; `run` pushes a graph reading the
     NDArrays `reads`), its operators on one thread when `one_thread`: inside a
@@ -115,18 +126,18 @@ def run_graph(run, one_thread, reads):
     if span is None:
         if not one_thread:
             return run()
-        _REGIONS.push(_REGIONS.begin)
+        begin_one_thread()
         results = []
         try:
             results = run()
         finally:
-            _REGIONS.push(_REGIONS.end, results)
+            end_one_thread(results)
         return results
     if one_thread != span.open:
         if one_thread:
-            _REGIONS.push(_REGIONS.begin)
+            begin_one_thread()
         else:
-            _REGIONS.push(_REGIONS.end, reads)
+            end_one_thread(reads)
         span.open = one_thread
     return run()
 
@@ -150,7 +161,7 @@ class GraphSpan:
     def __exit__(self, *failure):
         _spans.current = self._outer
         if self.open:
-            _REGIONS.push(_REGIONS.end, self.outputs)
+            end_one_thread(self.outputs)
             self.open = False
 
 
