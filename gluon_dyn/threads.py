@@ -120,8 +120,10 @@ def end_one_thread(reads=()):
 def run_graph(run, one_thread, reads):
     """`run()`'s results (a list of NDArrays; `run` pushes a graph reading the
     NDArrays `reads`), its operators on one thread when `one_thread`: inside a
-    GraphSpan, in the span's region (opened here, or ended before a graph that
-    is not to run on one thread); else in a region of its own."""
+    GraphSpan, in the span's region (opened at its first such graph, ended for
+    good before a graph that is not to run on one thread: a GAN's training
+    steps switched between the two ran slower than either); else in a region of
+    its own."""
     span = getattr(_spans, "current", None)
     if span is None:
         if not one_thread:
@@ -133,25 +135,26 @@ def run_graph(run, one_thread, reads):
         finally:
             end_one_thread(results)
         return results
-    if one_thread != span.open:
-        if one_thread:
-            begin_one_thread()
-        else:
-            end_one_thread(reads)
-        span.open = one_thread
+    if one_thread and not span.open and not span.ended:
+        begin_one_thread()
+        span.open = True
+    elif not one_thread and span.open:
+        end_one_thread(reads)
+        span.open, span.ended = False, True
     return run()
 
 
 class GraphSpan:
     """Graphs run one after the other (a recursion engine's call: its groups, and
     the operators between them), in one region from the first that runs on one
-    thread to the end of the span: a region per graph would leave the operators
+    thread to the end of the span (or to a graph that does not): a region per graph would leave the operators
     between them (and the engine function's own cost, ~7 us a push) to the
     wide team. The region ends after `outputs` (set them before the span ends)
     are made."""
 
     def __init__(self):
-        self.open, self.outputs, self._outer = False, [], None
+        self.open = self.ended = False
+        self.outputs, self._outer = [], None
 
     def __enter__(self):
         self._outer = getattr(_spans, "current", None)

@@ -28,7 +28,8 @@ def one_thread_calls(block):
 def tree_lstm():
     """The corpus's Tree-LSTM, imperative against dynamic (outputs, gradients and
     parameters over its inference calls and training steps: corpus.compare raises
-    where they differ)."""
+    where they differ); its inference calls' graphs run on one thread, its
+    recorded ones on the team."""
     _, dynamic, _ = run_twins(corpus.named("tree_lstm_similarity"))
     serial, calls = one_thread_calls(dynamic)
     return {"one_thread_calls": serial, "mxnet_calls": calls,
@@ -46,14 +47,17 @@ def inside_a_span():
 
 
 def large_graph_between_small_ones():
-    """A graph not to run on one thread ends the span's region before it."""
+    """A graph not to run on one thread ends the span's region before it, for the
+    rest of the span."""
     data = mx.nd.ones((2, 3))
     with threads.GraphSpan() as span:
         small = threads.run_graph(lambda: [data + 1], True, [data])
         threads.run_graph(lambda: [small[0] * 3], False, small)
         between = threads.engine_omp_threads()
         span.outputs = threads.run_graph(lambda: [data - 1], True, [data])
-    return {"between": between, "after": threads.engine_omp_threads()}
+        small_again = threads.engine_omp_threads()
+    return {"between": between, "small_again": small_again,
+            "after": threads.engine_omp_threads()}
 
 
 def failures():

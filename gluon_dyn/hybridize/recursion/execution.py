@@ -141,10 +141,12 @@ class ShapeKeyedRunner:
 
 class OneThreadChoice:
     """Whether a graph (`symbol` reading `inputs`) runs on one OpenMP thread for
-    its input values: where every array it reads, makes or returns holds at most
-    threads.SMALL_ARRAY elements (on the CPU, where serial graphs run); chosen
-    once per shapes of its data inputs (parameters keep theirs), for the
-    SHAPES_KEPT most recent."""
+    its input values: for inference, where every array it reads, makes or
+    returns holds at most threads.SMALL_ARRAY elements (on the CPU, where serial
+    graphs run); chosen once per shapes of its data inputs (parameters keep
+    theirs), for the SHAPES_KEPT most recent. A recorded graph runs on the
+    engine's team: its backward runs there anyway, and training steps of the
+    tree models measured no gain (docs/guide/recursion.md)."""
 
     def __init__(self, symbol, inputs):
         self.symbol = symbol
@@ -153,7 +155,7 @@ class OneThreadChoice:
 
     def __call__(self, values, key=None):
         """`key`: the data inputs' shapes, or anything that determines them."""
-        if not values or not threads.serial_graphs_available():
+        if not values or autograd.is_recording() or not threads.serial_graphs_available():
             return False
         if key is None:
             key = tuple(values[position].shape for position in self._varying)
