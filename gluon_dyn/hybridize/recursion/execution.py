@@ -2,8 +2,8 @@
 group by group, each group's graph called once with the arenas passed on.
 
 A graph runs as an MXNet CachedOp (recorded under autograd.record(), whose
-backward then flows through every group's gather and append; on one OpenMP
-thread where all its arrays are small, threads.py), or for inference
+backward then flows through every group's gather and append; for inference on
+one OpenMP thread where all its arrays are small, threads.py), or for inference
 under backend="tvm" as a tvm_bridge plan compiled with the numbers of nodes and
 of arena rows left symbolic, so one plan serves every group and tree.
 """
