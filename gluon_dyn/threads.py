@@ -21,8 +21,8 @@ ran new trees 15% faster with its graphs on one thread (benchmarks/serial_graphs
 2.44 against 2.82 ms). A graph timed alone gains nothing (its kernels run as fast;
 the two engine functions cost it 10%, 0.005 ms), and one thread's kernels fall
 behind beyond a few thousand elements (20% slower at 4,096, 40% at 32,768).
-`run_graph` runs such a graph's operators on one thread: engine functions pushed
-before and after it (src/engine/serial_regions.cc) set the engine thread's OpenMP
+`run_graph` runs such a graph's operators on one thread, in a GraphSpan's region:
+engine functions pushed before and after it (src/engine/serial_regions.cc) set the engine thread's OpenMP
 count and give it back. The end reads the graph's outputs, so the engine runs it
 after their operators, and runs it even when one of them failed (MXNet's
 kNoSkip); that ordering holds where one engine thread runs a context's operators
@@ -119,38 +119,28 @@ def end_one_thread(reads=()):
 
 def run_graph(run, one_thread, reads):
     """`run()`'s results (a list of NDArrays; `run` pushes a graph reading the
-    NDArrays `reads`), its operators on one thread when `one_thread`: inside a
-    GraphSpan, in the span's region (opened at its first such graph, ended for
-    good before a graph that is not to run on one thread: a GAN's training
-    steps switched between the two ran slower than either); else in a region of
-    its own."""
+    NDArrays `reads`), its operators on one thread when `one_thread`, in the
+    current GraphSpan's region: opened at the span's first such graph, ended for
+    good before a graph that is not to run on one thread (a GAN's training steps
+    switched between the two ran slower than either). Outside a span, as it is."""
     span = getattr(_spans, "current", None)
-    if span is None:
-        if not one_thread:
-            return run()
-        begin_one_thread()
-        results = []
-        try:
-            results = run()
-        finally:
-            end_one_thread(results)
-        return results
-    if one_thread and not span.open and not span.ended:
-        begin_one_thread()
-        span.open = True
-    elif not one_thread and span.open:
-        end_one_thread(reads)
-        span.open, span.ended = False, True
+    if span is not None:
+        if one_thread and not span.open and not span.ended:
+            begin_one_thread()
+            span.open = True
+        elif not one_thread and span.open:
+            end_one_thread(reads)
+            span.open, span.ended = False, True
     return run()
 
 
 class GraphSpan:
     """Graphs run one after the other (a recursion engine's call: its groups, and
     the operators between them), in one region from the first that runs on one
-    thread to the end of the span (or to a graph that does not): a region per graph would leave the operators
-    between them (and the engine function's own cost, ~7 us a push) to the
-    wide team. The region ends after `outputs` (set them before the span ends)
-    are made."""
+    thread to the end of the span (or to a graph that does not): a region per
+    graph would leave the operators between them (and the engine function's own
+    cost, ~7 us a push) to the wide team. The region ends after `outputs` (set
+    them before the span ends) are made."""
 
     def __init__(self):
         self.open = self.ended = False

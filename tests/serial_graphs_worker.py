@@ -64,9 +64,10 @@ def failures():
     """A graph whose operator fails on the engine, and one that raises where it is
     pushed: the region ends all the same (the end is MXNet's kNoSkip)."""
     data = mx.nd.ones((2, 3))
-    failed_on_engine = threads.run_graph(
-        lambda: list(native.assert_true(mx.nd, mx.nd.zeros((1,)), data, message="fails")[1]),
-        True, [data])
+    with threads.GraphSpan() as span:
+        failed_on_engine = span.outputs = threads.run_graph(
+            lambda: list(native.assert_true(mx.nd, mx.nd.zeros((1,)), data,
+                                            message="fails")[1]), True, [data])
     try:
         failed_on_engine[0].wait_to_read()
         raised = None
