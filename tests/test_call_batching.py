@@ -4,6 +4,8 @@ and applies the loss to each result runs as one batch on the recursion engine, w
 the outputs, gradients and parameters of the step as written; anything that could
 see the calls run late runs them first."""
 import gc
+import subprocess
+import sys
 import weakref
 
 import mxnet as mx
@@ -78,7 +80,7 @@ def test_a_step_of_per_tree_calls_runs_as_one_batch_as_written(twins):
     trainer_imperative, trainer_dynamic = trainers(imperative, dynamic)
     for step in range(8):
         assert_same_results(run_step(imperative, trainer_imperative, step),
-                         run_step(dynamic, trainer_dynamic, step))
+                            run_step(dynamic, trainer_dynamic, step))
         for a, b in zip(imperative.collect_params().values(), dynamic.collect_params().values()):
             np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(),
                                        rtol=1e-5, atol=1e-5)
@@ -104,7 +106,7 @@ def test_a_result_read_between_calls_runs_the_calls_made_so_far(twins):
 
     for step in range(6):
         assert_same_results(run_step(imperative, trainer_imperative, step, read_last),
-                         run_step(dynamic, trainer_dynamic, step, read_last))
+                            run_step(dynamic, trainer_dynamic, step, read_last))
     assert set(batched(dynamic)["batch_sizes"][-3:]) == {2}
 
 
@@ -233,10 +235,10 @@ def test_a_batch_gluon_dyn_fails_on_runs_its_calls_as_written(twins, monkeypatch
     monkeypatch.setattr(call_batching.Batcher, "run", broken)
     with pytest.warns(UserWarning, match="no longer batched.*RuntimeError: a bug"):
         assert_same_results(run_step(imperative, trainer_imperative, 4),
-                         run_step(dynamic, trainer_dynamic, 4))
+                            run_step(dynamic, trainer_dynamic, 4))
     deferred = batched(dynamic)["deferred_calls"]
     assert_same_results(run_step(imperative, trainer_imperative, 5),
-                     run_step(dynamic, trainer_dynamic, 5))
+                        run_step(dynamic, trainer_dynamic, 5))
     report = batched(dynamic)
     assert report["gave_up"] == "RuntimeError: a bug" and report["deferred_calls"] == deferred
 
@@ -259,8 +261,6 @@ def test_an_error_of_the_program_is_raised_from_the_batch(twins):
 def test_mxnet_runs_unwrapped_until_a_block_batches_calls(twins):
     """The hooks that run batches first cost nothing in a process that batches no
     calls: they are installed by the first block hybridized with batch_calls=True."""
-    import subprocess
-    import sys
     hooked = "getattr(mx.ndarray.register._imperative_invoke, '__gluon_dyn_batch_hook__', False)"
     found = subprocess.run([sys.executable, "-c", "import mxnet as mx, gluon_dyn; print(%s)"
                             % hooked], capture_output=True, text=True, check=True)
