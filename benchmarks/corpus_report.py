@@ -34,6 +34,7 @@ from dynamic_twins import seeded_block, twins  # noqa: E402
 from gluon_dyn.hybridize.timing import speed_check  # noqa: E402
 
 WARMUP, REPEATS = 20, 10
+TIMED_BUDGET_S = 3.0   # per program and kind: timed calls past REPEATS while they fit
 MEMORY_RUNS = 2     # processes per mode whose peak memory is measured
 DOCS = os.path.join(harness.REPO, "docs")
 
@@ -120,7 +121,8 @@ def speeds(program):
                                         self_timed=True),
                         harness.Variant("dynamic", make_run(program, dynamic), self_timed=True)]
             try:
-                timings = harness.compare(variants, make_inputs, REPEATS, warmup=WARMUP)
+                timings = harness.compare(variants, make_inputs, REPEATS, warmup=WARMUP,
+                                           budget_ms=1000 * TIMED_BUDGET_S)
             except Exception as error:  # noqa: BLE001 - recorded in the program's row
                 why = "%s: %s" % (type(error).__name__, _first_line(error))
                 print("%s %s not timed: %s" % (program.name, kind, why), file=sys.stderr)
@@ -220,13 +222,15 @@ def markdown(rows):
              "`hybridize(dynamic=True)`; *share on graphs*: calls after profiling served by "
              "graphs (calls through methods other than forward, hybridized with `methods=`, "
              "count as the forward's); "
-             "speed: medians of %d interleaved calls on fresh inputs after %d warm-up calls "
+             "speed: medians of %d to %d interleaved calls on fresh inputs (as many as fit in "
+             "%.0f s) after %d warm-up calls "
              "(dynamic against imperative, higher is faster); *first calls*: the slowest of "
              "the dynamic model's warm-up calls, its traces included; peak memory: the "
              "process's peak resident memory while the calls run (from once the model is "
              "built), dynamic against imperative, each in a process of its own holding "
              "only that model, the smaller of %d such processes."
-             % (harness.command_line(), REPEATS, WARMUP, MEMORY_RUNS), "",
+             % (harness.command_line(), REPEATS, harness.MAX_REPEATS_FACTOR * REPEATS,
+                TIMED_BUDGET_S, WARMUP, MEMORY_RUNS), "",
              "| program | package | correct | share on graphs | graph breaks | inference | "
              "training | first calls (s) | peak memory | why not on graphs |",
              "|---|---|---|---|---|---|---|---|---|---|"]

@@ -83,6 +83,7 @@ _run_again_with_omp_threads()
 # the 4th, then its speed check alternates graph and Python until each has
 # MIN_SAMPLES timings, CONFIRMATIONS times over, before the graph serves every call.
 WARMUP = 4 + 2 * MIN_SAMPLES * CONFIRMATIONS
+MAX_REPEATS_FACTOR = 10   # compare's timed calls with a budget: at most this times `repeats`
 
 
 def _same(arguments):
@@ -208,8 +209,9 @@ def run_calls(variants: Sequence[Variant], make_inputs, calls: int, check=True):
 
 
 def compare(variants: Sequence[Variant], make_inputs, repeats: int,
-            warmup: int = WARMUP) -> Dict[str, Timing]:
-    """`warmup` checked calls then `repeats` timed calls of every variant, interleaved.
+            warmup: int = WARMUP, budget_ms: float = 0.0) -> Dict[str, Timing]:
+    """`warmup` checked calls then `repeats` timed calls of every variant, interleaved;
+    with `budget_ms`, more timed calls where they fit in it (timed_repeats).
 
     Warm-up calls are numbered 0..warmup-1 and their inputs are made one round at
     a time; the timed calls (numbered on from there) get inputs all made before
@@ -231,7 +233,7 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
     if _measuring(variants):
         print("still measuring their speed checks after %d warm-up calls: %s"
               % (call, ", ".join(_measuring(variants))), file=sys.stderr)
-    calls = range(call, call + repeats)
+    calls = range(call, call + timed_repeats(repeats, budget_ms, warmup_ms))
     made = _made(variants, make_inputs, calls)
     timed = {v.name: [] for v in variants}
     for index, call in enumerate(calls):
@@ -239,6 +241,19 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
         for variant, ms in zip(variants, _round(variants, arguments, call, check=False)):
             timed[variant.name].append(ms)
     return {v.name: Timing(warmup_ms[v.name], timed[v.name]) for v in variants}
+
+
+def timed_repeats(repeats, budget_ms, warmup_ms):
+    """How many timed calls compare makes: `repeats`, or as many rounds as fit in
+    `budget_ms` at the round time of the later half of the warm-up calls (each
+    variant's median), up to MAX_REPEATS_FACTOR times `repeats`. The median of ten
+    calls of a few milliseconds moves with every call that meets a new input shape
+    or a noisy moment: the corpus's Tree-LSTM ratio ranged 2.8x to 6.2x over runs."""
+    if not budget_ms:
+        return repeats
+    round_ms = sum(statistics.median(ms[len(ms) // 2:]) for ms in warmup_ms.values())
+    fitting = int(budget_ms / round_ms) if round_ms > 0 else repeats
+    return max(repeats, min(fitting, MAX_REPEATS_FACTOR * repeats))
 
 
 def normal_array(shape, call):

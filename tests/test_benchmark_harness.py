@@ -123,6 +123,19 @@ def test_a_self_timed_variant_is_recorded_with_its_own_time():
     assert timings["worker"].warmup_ms == timings["worker"].timed_ms == [123.0, 123.0]
 
 
+def test_a_budget_adds_the_timed_calls_that_fit_up_to_ten_times_the_repeats():
+    def fixed(name, ms):
+        return harness.Variant(name, lambda x: (x * 2, ms), self_timed=True)
+    make_inputs = Recorder().make_inputs
+    # Rounds of 2 + 3 ms: 100 ms fit 20 calls; 1000 ms fit 200, capped at 10 x 4.
+    for budget_ms, timed in ((0, 4), (10, 4), (100, 20), (1000, 40)):
+        timings = harness.compare([fixed("a", 2.0), fixed("b", 3.0)], make_inputs, repeats=4,
+                                  warmup=2, budget_ms=budget_ms)
+        assert [len(t.timed_ms) for t in timings.values()] == [timed, timed]
+    # The round time is judged on the later warm-up calls, past the first calls' traces.
+    assert harness.timed_repeats(4, 100, {"a": [500.0, 500.0, 2.0, 2.0]}) == 40
+
+
 def test_mxnet_threads_are_set_once_and_only_for_benchmarks():
     benchmark = os.path.join(harness.BENCHMARKS, "small_lstm.py")
     threads = harness.omp_threads_to_set({}, benchmark)
