@@ -207,6 +207,29 @@ def test_rows_picked_by_numbers_of_the_tree_are_inputs_new_sentences_reuse_bodie
                if body["function"].endswith(".node"))
 
 
+@pytest.mark.parametrize("whole_call_programs", [False, True])
+def test_numbers_of_the_trees_reach_the_graphs_as_views_of_one_array(monkeypatch,
+                                                                     whole_call_programs):
+    """The words' positions (x[tree.idx]) of every group of a call are made into
+    one host array, each group reading a view of it (execution.prepare_host_values):
+    a call makes two host arrays, its rows' indices and the positions, however
+    many groups read positions; and the model equals imperative (run_twins:
+    outputs, gradients and parameters)."""
+    import corpus
+    from corpus.compare import run_twins
+    from gluon_dyn.hybridize.recursion import execution, program_cache
+    monkeypatch.setattr(program_cache, "SIGHTINGS", (1, 1) if whole_call_programs else (99, 99))
+    made = []
+    host_array = execution.host_array
+    monkeypatch.setattr(execution, "host_array", lambda values: made.append(values.dtype) or
+                        host_array(values))
+    _, dynamic, _ = run_twins(corpus.named("tree_lstm_similarity"))
+    recursion = gluon_dyn.hybridize.report(dynamic)["recursion"]
+    assert (recursion["programs"]["calls"] > 0) == whole_call_programs
+    assert recursion["batched_calls"] >= 4 * recursion["calls"] > 0
+    assert made.count(np.dtype("int64")) == made.count(np.dtype("int32")) == recursion["calls"]
+
+
 def test_sentences_of_a_minibatch_share_groups():
     imperative, dynamic = pair(programs.SentenceTreeLSTM)
     batches = [(sentence_pairs(1100 + call, 6, words=(6, 10)),) for call in range(8)]

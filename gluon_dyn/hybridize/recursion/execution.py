@@ -280,10 +280,40 @@ def own_value(group, index, shared, zero_rows=None, joined=None):
         if joined is not None:
             joined[key] = value
         return value
-    target = body.index_inputs.get(index)
-    if target is not None and target in group.graph.gathered:
-        return stacked_own(group, index, _starts(group, target))
-    return stacked_own(group, index)
+    if index in group.host_values:
+        return group.host_values[index]
+    return stacked_own(group, index, _starts_of(group, index))
+
+
+def _starts_of(group, index):
+    """_starts for own input `index` where it indexes an array the group gathers."""
+    target = group.body.index_inputs.get(index)
+    return _starts(group, target) if target is not None and target in group.graph.gathered \
+        else None
+
+
+def prepare_host_values(requests):
+    """Makes the own inputs in `requests` ((group, own index) pairs, a call's)
+    that are one-dimensional numpy data (stacked_own's, as own_value gives
+    them) into views of one host array per dtype, kept in the groups'
+    host_values: an array made through the C API per group and input cost more
+    than the Python of the rest of the group's call."""
+    chunks, places = {}, []
+    for group, index in requests:
+        body = group.body
+        if body.kinds[index] == WHOLE or index in group.host_values or \
+                not isinstance(group.invocations[0].arrays[index], np.ndarray):
+            continue
+        data = _numpy_rows(group, index, _starts_of(group, index))
+        if data.ndim != 1:
+            continue
+        parts = chunks.setdefault(data.dtype, [])
+        start = sum(len(part) for part in parts)
+        parts.append(data)
+        places.append((group, index, data.dtype, start, len(data)))
+    arrays = {dtype: host_array(np.concatenate(parts)) for dtype, parts in chunks.items()}
+    for group, index, dtype, start, size in places:
+        group.host_values[index] = _stretch(arrays[dtype], start, size)
 
 
 def _starts(group, target):
@@ -306,11 +336,10 @@ def stacked_own(group, index, starts=None):
     when the group has several rows, exactly when the stacked array has the
     shape of that many rows (concat refuses inputs whose other axes, rank or
     dtype differ)."""
+    if isinstance(group.invocations[0].arrays[index], np.ndarray):
+        return host_array(_numpy_rows(group, index, starts))
     arrays = [invocation.arrays[index] for invocation in group.invocations]
     arrays += arrays[:1] * (group.capacity - len(arrays))
-    if isinstance(arrays[0], np.ndarray):
-        data = np.concatenate(arrays)
-        return host_array(data if starts is None else data + starts)
     body = group.body
     shape = body.shapes[body.own_inputs[index]]
     try:
@@ -323,10 +352,21 @@ def stacked_own(group, index, starts=None):
     return stacked
 
 
+def _numpy_rows(group, index, starts):
+    """stacked_own's numpy data: the nodes' data of own input `index` one after
+    the other (the first node's again past them), plus `starts` if given."""
+    arrays = [invocation.arrays[index] for invocation in group.invocations]
+    arrays += arrays[:1] * (group.capacity - len(arrays))
+    data = np.concatenate(arrays)
+    return data if starts is None else data + starts
+
+
 def run_program(runner, schedule, zeros_of):
     """Runs the whole call as one program (`runner` calls its CallProgram);
     returns the entry's outputs. `zeros_of(arena)` gives an arena's first arrays."""
     groups, index = schedule.groups, index_array(schedule.indices)
+    prepare_host_values([(groups[source.group], source.index) for source in runner.inputs
+                         if type(source) is GroupOwn])
     values = []
     for source in runner.inputs:
         kind = type(source)
@@ -354,10 +394,15 @@ def run_groups(schedule, zeros_of, runner_of, zero_rows=None):
         return list(zeros_of(arena)) if rows is None else [
             zero_rows(rows, *row_shape) for row_shape in arena.row_shapes()]
 
+    def sources(graph):
+        return graph.inputs if zero_rows is None else graph.scattered()[1]
+
+    prepare_host_values([(group, source.index) for group in schedule.groups
+                         for source in sources(group.graph) if type(source) is OwnInput])
     for group in schedule.groups:
         graph = group.graph
         values = []
-        for source in (graph.inputs if zero_rows is None else graph.scattered()[1]):
+        for source in sources(graph):
             kind = type(source)
             if kind is ArenaInput:
                 if source.arena not in arenas:

@@ -37,12 +37,15 @@ class Group:
     (blocks, capacity) matrix, flat). `variant`: which of the entry's shared
     arrays each whole input of the body is (a part of the schedule key).
     `written`: placed bucketed, per write of its graph, the (start, size) of
-    the stretch of `indices` holding the rows it writes."""
-    __slots__ = ("body", "graph", "invocations", "capacity", "start", "variant", "written")
+    the stretch of `indices` holding the rows it writes. `host_values`: own
+    inputs made for the call's run (execution.prepare_host_values)."""
+    __slots__ = ("body", "graph", "invocations", "capacity", "start", "variant", "written",
+                 "host_values")
 
     def __init__(self, body, graph, invocations, variant):
         self.body, self.graph, self.invocations, self.variant = body, graph, invocations, variant
         self.capacity, self.start, self.written = len(invocations), 0, ()
+        self.host_values = {}
 
     @property
     def blocks(self):
