@@ -7,7 +7,13 @@ every array is small, and what a wide team gains where arrays are larger.
    imperative, and hybridize(dynamic=True) with the recursion engine's small
    groups on one thread (the default) or on the engine's whole team
    (threads.SMALL_ARRAY = 0 while its calls choose), interleaved (harness.py).
-2. One graph (split, concat, take, add_n and sum over a (rows, hidden) array) run
+2. The same dynamic calls right after a call of their own and right after an
+   imperative call of the model: the imperative operators wake the engine's
+   OpenMP team, whose second thread then spins (libgomp's default wait policy,
+   a few milliseconds) on the core the dynamic call's Python and engine threads
+   need; interleaved with imperative, as make corpus and make report time, half
+   the dynamic calls pay for it.
+3. One graph (split, concat, take, add_n and sum over a (rows, hidden) array) run
    in a region of one thread and without, per size: where the wide team starts to
    pay for its wake-ups (the choice of threads.SMALL_ARRAY).
 
@@ -69,6 +75,29 @@ def tree_lstm_rows(repeats):
         for name in ("one thread", "wide team")]]
 
 
+def after_rows(repeats):
+    program = corpus.named("tree_lstm_similarity")
+    with program.scope(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imperative, dynamic = twins(program.make, seed=SEED, initialized=True)
+        run_imperative, run_dynamic = (inference_run(program, model)
+                                       for model in (imperative, dynamic))
+
+        def after(previous):
+            def run(*arguments):
+                previous(*arguments)      # untimed
+                return run_dynamic(*arguments)
+            return run
+        variants = [harness.Variant("after its own call", after(run_dynamic), self_timed=True),
+                    harness.Variant("after an imperative call", after(run_imperative),
+                                    self_timed=True)]
+        timings = harness.compare(variants, program.inputs, repeats)
+    own, imperative_first = (timings[name].median_ms
+                             for name in ("after its own call", "after an imperative call"))
+    return [["Tree-LSTM inference, new trees", "%.2f" % own, "%.2f" % imperative_first,
+             harness.ratio(imperative_first, own)]]
+
+
 def graph_of(rows, hidden):
     data, index = mx.sym.var("data"), mx.sym.var("index")
     parts = mx.sym.split(data, num_outputs=4, axis=1)
@@ -108,6 +137,10 @@ def main():
                         "(imperative ms / variant ms)",
                         ["program", "imperative ms", "one thread ms", "wide team ms"],
                         tree_lstm_rows(args.repeats))
+    harness.print_table("The dynamic Tree-LSTM after its own call or an imperative one (ms; "
+                        "the second over the first: the cost of the team's spinning thread)",
+                        ["program", "after its own call ms", "after an imperative call ms",
+                         "slower by"], after_rows(args.repeats))
     harness.print_table("One graph of split, concat, take, add_n and sum, per size (ms; "
                         "wide team ms / one thread ms: above 1, one thread is faster)",
                         ["array", "elements", "wide team ms", "one thread ms", "one thread"],
