@@ -298,7 +298,7 @@ def prepare_host_values(requests):
     them) into views of one host array per dtype, kept in the groups'
     host_values: an array made through the C API per group and input cost more
     than the Python of the rest of the group's call."""
-    chunks, places = {}, []
+    chunks, lengths, places = {}, {}, []
     for group, index in requests:
         body = group.body
         if body.kinds[index] == WHOLE or index in group.host_values or \
@@ -307,9 +307,9 @@ def prepare_host_values(requests):
         data = _numpy_rows(group, index, _starts_of(group, index))
         if data.ndim != 1:
             continue
-        parts = chunks.setdefault(data.dtype, [])
-        start = sum(len(part) for part in parts)
-        parts.append(data)
+        start = lengths.get(data.dtype, 0)
+        chunks.setdefault(data.dtype, []).append(data)
+        lengths[data.dtype] = start + len(data)
         places.append((group, index, data.dtype, start, len(data)))
     arrays = {dtype: host_array(np.concatenate(parts)) for dtype, parts in chunks.items()}
     for group, index, dtype, start, size in places:
