@@ -237,9 +237,9 @@ def fcn():
         build=functools.partial(initialized, "fcn_resnet50_voc", SMALL_IMAGE,
                                 pretrained_base=False, crop_size=SMALL_IMAGE),
         inputs=images(SMALL_IMAGE), batch=batch, loss=loss, inference_calls=5,
-        # A difference in the last bits of a step (the graph sums in another order)
-        # grows fast here: 6e-8 in a weight at the first step on graphs, 1e-3 of
-        # the loss two steps later, 0.5% after five.
+        # A difference in the last bits of a step grows fast here: 6e-8 in a weight
+        # at the first step on graphs, 1e-3 of the loss two steps later, 0.5% after
+        # five; two imperative runs without MKLDNN (2 threads) depart alike.
         steps_from_initial_parameters=True)
 
 
