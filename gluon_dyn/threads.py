@@ -21,11 +21,11 @@ ran new trees 15% faster with its graphs on one thread (benchmarks/serial_graphs
 2.44 against 2.82 ms). A graph timed alone gains nothing (its kernels run as fast;
 the two engine functions cost it 10%, 0.005 ms), and one thread's kernels fall
 behind beyond a few thousand elements (20% slower at 4,096, 40% at 32,768).
-`run_graph` runs such a graph's operators on one thread, in a GraphSpan's region:
-engine functions pushed before and after it (src/engine/serial_regions.cc) set the engine thread's OpenMP
-count and give it back. The end reads the graph's outputs, so the engine runs it
-after their operators, and runs it even when one of them failed (MXNet's
-kNoSkip); that ordering holds where one engine thread runs a context's operators
+`run_graph` runs such a graph's operators on one thread, in a GraphSpan's
+region: engine functions pushed before and after it (src/engine/serial_regions.cc)
+set the engine thread's OpenMP count and give it back. The end reads the graph's
+outputs, so the engine runs it after their operators, and runs it even when one
+of them failed (MXNet's kNoSkip); that ordering holds where one engine thread runs a context's operators
 (MXNet's default ThreadedEnginePerDevice with one CPU worker, or NaiveEngine):
 elsewhere graphs run as they are.
 """

@@ -338,8 +338,7 @@ def stacked_own(group, index, starts=None):
     dtype differ)."""
     if isinstance(group.invocations[0].arrays[index], np.ndarray):
         return host_array(_numpy_rows(group, index, starts))
-    arrays = [invocation.arrays[index] for invocation in group.invocations]
-    arrays += arrays[:1] * (group.capacity - len(arrays))
+    arrays = _rows_of_own(group, index)
     body = group.body
     shape = body.shapes[body.own_inputs[index]]
     try:
@@ -352,12 +351,17 @@ def stacked_own(group, index, starts=None):
     return stacked
 
 
+def _rows_of_own(group, index):
+    """The nodes' values of own input `index`, the first node's again on the rows
+    past its nodes (its capacity)."""
+    values = [invocation.arrays[index] for invocation in group.invocations]
+    return values + values[:1] * (group.capacity - len(values))
+
+
 def _numpy_rows(group, index, starts):
     """stacked_own's numpy data: the nodes' data of own input `index` one after
-    the other (the first node's again past them), plus `starts` if given."""
-    arrays = [invocation.arrays[index] for invocation in group.invocations]
-    arrays += arrays[:1] * (group.capacity - len(arrays))
-    data = np.concatenate(arrays)
+    the other (_rows_of_own), plus `starts` if given."""
+    data = np.concatenate(_rows_of_own(group, index))
     return data if starts is None else data + starts
 
 
