@@ -25,9 +25,9 @@ behind beyond a few thousand elements (20% slower at 4,096, 40% at 32,768).
 region: engine functions pushed before and after it (src/engine/serial_regions.cc)
 set the engine thread's OpenMP count and give it back. The end reads the graph's
 outputs, so the engine runs it after their operators, and runs it even when one
-of them failed (MXNet's kNoSkip); that ordering holds where one engine thread runs a context's operators
-(MXNet's default ThreadedEnginePerDevice with one CPU worker, or NaiveEngine):
-elsewhere graphs run as they are.
+of them failed (MXNet's kNoSkip); that ordering holds where one engine thread
+runs a context's operators (MXNet's default ThreadedEnginePerDevice with one CPU
+worker, or NaiveEngine): elsewhere graphs run as they are.
 """
 import ctypes
 import os
