@@ -71,6 +71,12 @@ def _in_library(frame):
         frame.f_globals.get("__name__", "").startswith("mxnet."))
 
 
+def library_or_generated(filename):
+    """Whether code of `filename` is library code (MXNet, malt, gluon_dyn) or code
+    malt generated."""
+    return filename.startswith(_LIBRARY_DIRS) or filename in _origins
+
+
 def user_stacklevel():
     """The `stacklevel` that makes a warning issued by the caller point at the
     user's code: the first frame outside gluon_dyn, malt and MXNet."""

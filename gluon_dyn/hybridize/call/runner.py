@@ -14,7 +14,7 @@ from mxnet import autograd, gluon
 
 from ...ops import ControlFlowError
 from ...origin import function_location, user_stacklevel
-from ..capturing import arguments, speculation, tracing
+from ..capturing import arguments, speculation, tracing, truth_probes
 from ..passes import fused_cells
 from ..partition import graph_breaks
 from .cache_key import GraphCache, ShapeLadder, key_for
@@ -136,8 +136,8 @@ class BlockRunner:
 
     def _profiled(self, args):
         self.calls.note(Served.PROFILING)
-        with speculation.profiling(self.profile):
-            return self.forward(*args)
+        with truth_probes.profiling_as_written(self.profile):
+            return self._written(args)
 
     def batches_now(self):
         """Whether a call may join a batch (call_batching.py): the recursion engine
@@ -276,8 +276,8 @@ class BlockRunner:
                 self.profile.guard_failed(guard.location, guard.failure)
         self.cache.clear()
         self.calls.note(Served.GUARD_FAILED)
-        with speculation.profiling(self.profile):
-            return self.forward(*args)
+        with truth_probes.profiling_as_written(self.profile):
+            return self._written(args)
 
     def _split(self, error):
         """Split the forward (a HybridBlock's hybrid_forward, a method) at the graph

@@ -44,6 +44,12 @@ class Profile:
             self.branches.pop(location, None)
             self.trip_counts.pop(location, None)
 
+    def note_branch(self, location, taken):
+        self.branches.setdefault(location, set()).add(taken)
+
+    def note_trip_count(self, location, count):
+        self.trip_counts.setdefault(location, set()).add(count)
+
     def branch_taken(self, location):
         """The branch to inline at `location`, or None to build a cond."""
         seen = self.branches.get(location)
@@ -59,8 +65,15 @@ class Profile:
         return next(iter(seen))
 
 
+def current_profile():
+    """The profile recording on this thread, or None."""
+    return _local.profile
+
+
 class profiling:
-    """Context manager: record tensor predicates into `profile` while code runs imperatively."""
+    """Context manager: record tensor predicates into `profile` while code runs
+    imperatively (converted code records at its statements; truth_probes.py
+    records for code as written)."""
 
     def __init__(self, profile):
         self.profile = profile
@@ -77,11 +90,11 @@ def record_branch(location, cond):
     profile = _local.profile
     if profile is not None and isinstance(cond, mx.nd.NDArray):
         # bool(): an np array (np mode) has no asscalar; both read their one element.
-        profile.branches.setdefault(location, set()).add(bool(cond))
+        profile.note_branch(location, bool(cond))
 
 
 def record_trip_count(location, count):
     profile = _local.profile
     if profile is not None:
-        profile.trip_counts.setdefault(location, set()).add(count)
+        profile.note_trip_count(location, count)
 

@@ -1,0 +1,149 @@
+"""Where code as written decides an `if` or a `while`, or starts a `for`: its
+bytecode read against its source, once per code object.
+
+A profiling call runs the forward as written (truth_probes.py) and learns what
+converted code's `if_stmt` and `while_stmt` would have recorded (speculation.py)
+from the truth tests of tensors: the instruction that asked (a frame's
+`f_lasti`) says which statement's test it belongs to, and where each truth value
+leads says what it decided:
+
+    if a.sum() > 0 and b.max() < 1:   # a False: decides the `if` (not taken)
+        ...                           # a True: the test goes on to b, which decides
+
+    CONTINUES   the test goes on (`and` / `or`, before its last operand)
+    TAKEN       an `if`'s body runs; a `while` runs its body once more
+    NOT_TAKEN   an `if`'s body is skipped; a `while` ends
+
+A `while`'s test is compiled twice, before the loop and after its body; the
+first copy starts a fresh count of iterations (`starts_loop`). A `for`'s
+`GET_ITER` bears the position of the whole statement, which tells it from the
+`iter()` of a comprehension or an unpacking.
+"""
+import ast
+import dis
+import linecache
+import weakref
+
+from ... import origin
+
+CONTINUES, TAKEN, NOT_TAKEN = "continues", "taken", "not taken"
+BRANCH, LOOP_TEST, ROWS = "if", "while", "for"
+
+_IF_FALSE = {"POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_IF_FALSE",
+             "JUMP_IF_FALSE_OR_POP"}
+_IF_TRUE = {"POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_IF_TRUE",
+            "JUMP_IF_TRUE_OR_POP"}
+_UNCONDITIONAL = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP"}
+# Chains of unconditional jumps followed to where a truth value leads.
+_MOST_HOPS = 8
+
+
+class Site:
+    """A statement's test or iteration at one instruction: `location` (the
+    statement's "file:line", as converted code names it), `kind`, and for a test
+    jump, `outcomes` (what a False and a True truth value decide) and
+    `starts_loop` (the first copy of a `while` test)."""
+    __slots__ = ("location", "kind", "outcomes", "starts_loop")
+
+    def __init__(self, location, kind, outcomes=None, starts_loop=False):
+        self.location, self.kind = location, kind
+        self.outcomes, self.starts_loop = outcomes, starts_loop
+
+
+_sites = weakref.WeakKeyDictionary()   # code object -> {offset: Site}
+_statements = {}                        # file name -> [If, While and For nodes]
+
+
+def sites(code):
+    """{instruction offset: Site} of `code`; empty for library code (MXNet, malt,
+    gluon_dyn) and converted code, which records for itself."""
+    found = _sites.get(code)
+    if found is None:
+        found = _sites[code] = {} if origin.library_or_generated(code.co_filename) \
+            else _found_sites(code)
+    return found
+
+
+def _found_sites(code):
+    statements = _file_statements(code.co_filename)
+    if not statements:
+        return {}
+    instructions = list(dis.get_instructions(code))
+    at = {instruction.offset: instruction for instruction in instructions}
+    found = {}
+    for index, instruction in enumerate(instructions):
+        position = _position(instruction)
+        if position is None:
+            continue
+        if instruction.opname == "GET_ITER":
+            for node in statements:
+                if isinstance(node, ast.For) and position == _span(node):
+                    found[instruction.offset] = Site(_location(code, node), ROWS)
+            continue
+        if instruction.opname not in _IF_FALSE and instruction.opname not in _IF_TRUE:
+            continue
+        node = next((node for node in statements if not isinstance(node, ast.For) and
+                     _inside(position, _span(node.test))), None)
+        if node is None or index + 1 == len(instructions):
+            continue
+        jumped = _outcome(node, at, instruction.argval)
+        fell = _outcome(node, at, instructions[index + 1].offset)
+        outcomes = (jumped, fell) if instruction.opname in _IF_FALSE else (fell, jumped)
+        body = [offset for offset, each in at.items()
+                if _inside(_position(each), _body_span(node))]
+        found[instruction.offset] = Site(
+            _location(code, node), LOOP_TEST if isinstance(node, ast.While) else BRANCH,
+            outcomes, bool(body) and instruction.offset < min(body))
+    return found
+
+
+def _outcome(node, at, offset):
+    """What reaching `offset` after a truth test of `node`'s test means."""
+    for _ in range(_MOST_HOPS):
+        instruction = at.get(offset)
+        if instruction is None or instruction.opname not in _UNCONDITIONAL:
+            break
+        offset = instruction.argval
+    position = _position(at[offset]) if offset in at else None
+    if position is not None and _inside(position, _span(node.test)):
+        return CONTINUES
+    if position is not None and _inside(position, _body_span(node)):
+        return TAKEN
+    return NOT_TAKEN
+
+
+def _file_statements(filename):
+    """The If, While and For statements of a file's source (linecache: also the
+    parts graph_breaks.py compiles, and notebook cells)."""
+    if filename not in _statements:
+        try:
+            tree = ast.parse("".join(linecache.getlines(filename)))
+        except (SyntaxError, ValueError):
+            tree = None
+        _statements[filename] = [] if tree is None else [
+            node for node in ast.walk(tree) if isinstance(node, (ast.If, ast.While, ast.For))]
+    return _statements[filename]
+
+
+def _location(code, node):
+    return origin.code_location(code, node.lineno)
+
+
+def _position(instruction):
+    position = instruction.positions
+    if position is None or position.lineno is None or position.col_offset is None:
+        return None
+    return (position.lineno, position.col_offset, position.end_lineno, position.end_col_offset)
+
+
+def _span(node):
+    return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+def _body_span(node):
+    first, last = node.body[0], node.body[-1]
+    return (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
+
+
+def _inside(position, span):
+    return position is not None and position[:2] >= span[:2] and position[2:] <= span[2:]
