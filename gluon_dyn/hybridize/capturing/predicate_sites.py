@@ -51,7 +51,7 @@ class Site:
 
 
 _sites = weakref.WeakKeyDictionary()   # code object -> {offset: Site}
-_statements = {}                        # file name -> [If, While and For nodes]
+_statements = {}                        # file name -> [_Statement]
 
 
 def sites(code):
@@ -76,40 +76,52 @@ def _found_sites(code):
         if position is None:
             continue
         if instruction.opname == "GET_ITER":
-            for node in statements:
-                if isinstance(node, ast.For) and position == _span(node):
-                    found[instruction.offset] = Site(_location(code, node), ROWS)
+            for statement in statements:
+                if statement.kind is ROWS and position == statement.whole:
+                    found[instruction.offset] = Site(_location(code, statement), ROWS)
             continue
         if instruction.opname not in _IF_FALSE and instruction.opname not in _IF_TRUE:
             continue
-        node = next((node for node in statements if not isinstance(node, ast.For) and
-                     _inside(position, _span(node.test))), None)
-        if node is None or index + 1 == len(instructions):
+        statement = next((statement for statement in statements if statement.kind is not ROWS
+                          and _inside(position, statement.test)), None)
+        if statement is None or index + 1 == len(instructions):
             continue
-        jumped = _outcome(node, at, instruction.argval)
-        fell = _outcome(node, at, instructions[index + 1].offset)
+        jumped = _outcome(statement, at, instruction.argval)
+        fell = _outcome(statement, at, instructions[index + 1].offset)
         outcomes = (jumped, fell) if instruction.opname in _IF_FALSE else (fell, jumped)
         body = [offset for offset, each in at.items()
-                if _inside(_position(each), _body_span(node))]
-        found[instruction.offset] = Site(
-            _location(code, node), LOOP_TEST if isinstance(node, ast.While) else BRANCH,
-            outcomes, bool(body) and instruction.offset < min(body))
+                if _inside(_position(each), statement.body)]
+        found[instruction.offset] = Site(_location(code, statement), statement.kind, outcomes,
+                                         bool(body) and instruction.offset < min(body))
     return found
 
 
-def _outcome(node, at, offset):
-    """What reaching `offset` after a truth test of `node`'s test means."""
+def _outcome(statement, at, offset):
+    """What reaching `offset` after a truth test of `statement`'s test means."""
     for _ in range(_MOST_HOPS):
         instruction = at.get(offset)
         if instruction is None or instruction.opname not in _UNCONDITIONAL:
             break
         offset = instruction.argval
     position = _position(at[offset]) if offset in at else None
-    if position is not None and _inside(position, _span(node.test)):
+    if _inside(position, statement.test):
         return CONTINUES
-    if position is not None and _inside(position, _body_span(node)):
+    if _inside(position, statement.body):
         return TAKEN
     return NOT_TAKEN
+
+
+class _Statement:
+    """An `if`, `while` or `for` of a source file: its line and the spans ((line,
+    column, end line, end column)) of the whole statement, its test and its body."""
+    __slots__ = ("kind", "line", "whole", "test", "body")
+
+    def __init__(self, node):
+        self.kind = {ast.If: BRANCH, ast.While: LOOP_TEST, ast.For: ROWS}[type(node)]
+        self.line, self.whole = node.lineno, _span(node)
+        self.test = _span(node.test) if self.kind is not ROWS else None
+        first, last = node.body[0], node.body[-1]
+        self.body = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
 
 
 def _file_statements(filename):
@@ -121,12 +133,13 @@ def _file_statements(filename):
         except (SyntaxError, ValueError):
             tree = None
         _statements[filename] = [] if tree is None else [
-            node for node in ast.walk(tree) if isinstance(node, (ast.If, ast.While, ast.For))]
+            _Statement(node) for node in ast.walk(tree)
+            if isinstance(node, (ast.If, ast.While, ast.For))]
     return _statements[filename]
 
 
-def _location(code, node):
-    return origin.code_location(code, node.lineno)
+def _location(code, statement):
+    return origin.code_location(code, statement.line)
 
 
 def _position(instruction):
@@ -138,11 +151,6 @@ def _position(instruction):
 
 def _span(node):
     return (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
-
-
-def _body_span(node):
-    first, last = node.body[0], node.body[-1]
-    return (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
 
 
 def _inside(position, span):
