@@ -42,10 +42,16 @@ class Predicates(gluon.Block):
                 steps += 1
                 if attempt == 0 and steps == 2:
                     break
+        k = x.abs() + 1
+        while k.sum() < limit.sum() * 2:        # CONTINUES
+            k = k * 2
+            if k.sum() > limit.sum():            # IN_CONTINUES
+                continue
+            k = k + 1
         for row in x:                            # ROWS
             if row.sum() > 3:                    # IN_ROWS
                 break
-        return halved_when_large(n) + sum(1 for row in x)
+        return halved_when_large(n) + k.sum() + sum(1 for row in x)
 
 
 def line_of(marker):
@@ -93,7 +99,7 @@ def test_the_profile_as_written_is_the_converted_codes():
     assert written.branches == as_converted_code.branches
     assert written.trip_counts == as_converted_code.trip_counts
     assert set(written.branches) == {line_of(marker) for marker in
-                                     ("AND", "ELIF", "IN_ROWS", "HELPER")}
+                                     ("AND", "ELIF", "IN_CONTINUES", "IN_ROWS", "HELPER")}
     assert written.branches[line_of("AND")] == {True, False}
     assert written.branches[line_of("HELPER")] == {True}
     # A loop's test counts the iterations of each run of the loop it ends. The
@@ -101,6 +107,8 @@ def test_the_profile_as_written_is_the_converted_codes():
     # the same frame, counts from zero (10, 38 and 13 iterations).
     assert written.trip_counts[line_of("WHILE")] == {2, 0, 3, 1}
     assert written.trip_counts[line_of("BREAKS")] == {10, 0, 38, 13}
+    # A `continue` goes back to the test before the loop, not to a new run of it.
+    assert written.trip_counts[line_of("CONTINUES")] == {2, 0, 4}
     assert written.trip_counts[line_of("ROWS")] == {1, 3}
 
 

@@ -89,26 +89,38 @@ def _found_sites(code):
         jumped = _outcome(statement, at, instruction.argval)
         fell = _outcome(statement, at, instructions[index + 1].offset)
         outcomes = (jumped, fell) if instruction.opname in _IF_FALSE else (fell, jumped)
-        body = [offset for offset, each in at.items()
-                if _inside(_position(each), statement.body)]
         found[instruction.offset] = Site(_location(code, statement), statement.kind, outcomes,
-                                         bool(body) and instruction.offset < min(body))
+                                         _starts_loop(statement, at, instruction.offset))
     return found
 
 
+def _starts_loop(statement, at, offset):
+    """Whether the test jump at `offset` is in the first copy of a `while` test,
+    which only a new run of the loop reaches: the loop's body has no `continue`
+    (a jump from the body back to before it)."""
+    if statement.kind is not LOOP_TEST:
+        return False
+    body = [each for each in at.values() if _inside(_position(each), statement.body)]
+    if not body or offset > body[0].offset:
+        return False
+    return not any(each.opname in _UNCONDITIONAL and each.argval < body[0].offset
+                   for each in body)
+
+
 def _outcome(statement, at, offset):
-    """What reaching `offset` after a truth test of `statement`'s test means."""
+    """What reaching `offset` after a truth test of `statement`'s test means. A
+    jump the compiler adds (to a loop's next iteration) bears the position of the
+    test it follows: it is followed; one of the body (`continue`) is the body."""
+    position = None
     for _ in range(_MOST_HOPS):
         instruction = at.get(offset)
+        position = _position(instruction) if instruction is not None else None
+        if _inside(position, statement.body):
+            return TAKEN
         if instruction is None or instruction.opname not in _UNCONDITIONAL:
             break
         offset = instruction.argval
-    position = _position(at[offset]) if offset in at else None
-    if _inside(position, statement.test):
-        return CONTINUES
-    if _inside(position, statement.body):
-        return TAKEN
-    return NOT_TAKEN
+    return CONTINUES if _inside(position, statement.test) else NOT_TAKEN
 
 
 class _Statement:

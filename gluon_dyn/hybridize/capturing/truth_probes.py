@@ -29,7 +29,7 @@ _ORIGINAL_BOOL = {kind: vars(kind)["__bool__"] for kind in _TESTED}
 
 class _ThreadState(threading.local):
     depth = 0       # profiling calls in progress on this thread
-    loops = None    # (id(frame), location) -> iterations of a `while` so far
+    loops = None    # (id(frame), location) -> (frame, iterations of its `while` so far)
 
 
 _thread = _ThreadState()
@@ -97,11 +97,13 @@ def _decided(profile, frame, site, outcome):
     if site.kind is BRANCH:
         profile.note_branch(site.location, outcome is TAKEN)
         return
+    # The frame is kept with its count: a frame made after another returned from
+    # inside the loop may have its id.
     key = (id(frame), site.location)
-    so_far = _thread.loops.pop(key, 0)
-    done = 0 if site.starts_loop else so_far
+    counted_in, so_far = _thread.loops.pop(key, (None, 0))
+    done = 0 if site.starts_loop or counted_in is not frame else so_far
     if outcome is TAKEN:
-        _thread.loops[key] = done + 1
+        _thread.loops[key] = (frame, done + 1)
     else:
         profile.note_trip_count(site.location, done)
 
