@@ -15,7 +15,8 @@ leads says what it decided:
     NOT_TAKEN   an `if`'s body is skipped; a `while` ends
 
 A `while`'s test is compiled twice, before the loop and after its body; the
-first copy starts a fresh count of iterations (`starts_loop`). A `for`'s
+first copy starts a fresh count of iterations (`starts_loop`) unless a
+`continue` in the body jumps back to it. A `for`'s
 `GET_ITER` bears the position of the whole statement, which tells it from the
 `iter()` of a comprehension or an unpacking.
 """
