@@ -69,7 +69,7 @@ malt (diastatic-malt, AutoGraph's standalone fork):
   transpiler, which converts callees recursively, becomes gluon_dyn's
   (hybridize/conversion/transpiler.py: malt's transformations plus gluon_dyn's own);
 - its verbosity (AUTOGRAPH_VERBOSITY) is read once, not from the environment at
-  every call converted code makes (twice a call: a tenth of a profiling call's time),
+  every call converted code makes (twice a call: a tenth of converted code's time),
   and its debug log returns at once below that verbosity (malt_decisions.py);
 - its per-call questions about a callee (`is_unsupported`, `is_allowlisted`) are
   answered once per function (hybridize/conversion/malt_decisions.py).

@@ -3,10 +3,10 @@
 Converted code calls through malt's `converted_call`, which asks, for every call of
 a function it converts, whether the function is supported and whether its module's
 rules leave it unconverted (`is_unsupported`, `is_allowlisted`): it scans the dicts
-of five standard modules and looks the function's module up, a third of a
-profiling call's time on d2l's Transformer. The answers depend only on the
-function's code and the class of the object it is bound to (or on the class
-itself), so they are remembered by those; other callables (objects with
+of five standard modules and looks the function's module up, a third of the time
+of d2l's Transformer's converted forward run on arrays. The answers depend only
+on the function's code and the class of the object it is bound to (or on the
+class itself), so they are remembered by those; other callables (objects with
 `__call__`, partials, builtins) are asked about as malt asks. Its debug log,
 written twice per call, is skipped at once below its verbosity.
 
