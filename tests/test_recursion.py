@@ -230,6 +230,28 @@ def test_numbers_of_the_trees_reach_the_graphs_as_views_of_one_array(monkeypatch
     assert made.count(np.dtype("int64")) == made.count(np.dtype("int32")) == recursion["calls"]
 
 
+def test_the_sentences_of_a_call_are_joined_once_for_all_its_groups(monkeypatch):
+    """The groups of a call that pick rows of the two sentences (x[tree.idx]) all
+    read one array holding both, joined once per call (execution.CallJoins), and
+    the model equals imperative (run_twins: outputs, gradients and parameters)."""
+    import corpus
+    from corpus.compare import run_twins
+    from gluon_dyn.hybridize.recursion import execution, program_cache
+    monkeypatch.setattr(program_cache, "SIGHTINGS", (99, 99))   # group by group
+    read = []   # (a call's CallJoins, an array a group got), both kept alive
+    joined = execution.CallJoins.joined
+    monkeypatch.setattr(execution.CallJoins, "joined", lambda self, *args: read.append(
+        (self, joined(self, *args))) or read[-1][1])
+    _, dynamic, _ = run_twins(corpus.named("tree_lstm_similarity"))
+    calls = gluon_dyn.hybridize.report(dynamic)["recursion"]["calls"]
+    arrays = {}
+    for joins, array in read:
+        arrays.setdefault(id(joins), set()).add(id(array))
+    assert len(arrays) == calls > 0
+    assert all(len(distinct) == 1 for distinct in arrays.values())
+    assert len(read) >= 3 * calls
+
+
 def test_sentences_of_a_minibatch_share_groups():
     imperative, dynamic = pair(programs.SentenceTreeLSTM)
     batches = [(sentence_pairs(1100 + call, 6, words=(6, 10)),) for call in range(8)]
