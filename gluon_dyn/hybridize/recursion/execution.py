@@ -286,11 +286,11 @@ class CallJoins:
     once per call: every such array of the call with the same row shape and dtype
     (the sentences of a tree pair), one after the other (placed bucketed, with
     `zero_rows`: then zero rows up to a power of two), read by every group that
-    gathers from any of them. Joined per
-    group, a call of a Tree-LSTM pair joined its two sentences three ways (left,
-    right, both) for a tenth of its time; one array also means fewer input shapes
-    for the groups' graphs. Arrays by identity: the call holds them until it
-    returns."""
+    gathers from any of them. Joined per group, a call of a Tree-LSTM pair joined
+    its two sentences three ways (left, right, both) for a tenth of its time; one
+    array also means fewer input shapes for the groups' graphs. Arrays by
+    identity: the call holds them until it returns. (Whole-call programs,
+    run_program, still join per group: _starts.)"""
 
     def __init__(self, groups, zero_rows):
         self.zero_rows = zero_rows
