@@ -295,39 +295,39 @@ class CallJoins:
     def __init__(self, groups, zero_rows):
         self.zero_rows = zero_rows
         self.members = {}     # (row shape, dtype) -> the call's arrays of that kind, in order
-        self.offsets = {}     # id(array) -> its first row in its kind's joined array
+        self.rows = {}        # (row shape, dtype) -> the rows of its arrays together
+        self.places = {}      # id(array) -> (its kind, its first row in the kind's joined array)
         self.arrays = {}      # (row shape, dtype) -> the joined array, once made
         for group in groups:
             for index in group.graph.gathered:
                 for value in distinct_arrays(group.invocations, index):
-                    if id(value) not in self.offsets:
-                        members = self.members.setdefault(_kind_of(value), [])
-                        self.offsets[id(value)] = sum(member.shape[0] for member in members)
-                        members.append(value)
+                    if id(value) not in self.places:
+                        shape = value.shape
+                        kind = tuple(shape[1:]), np.dtype(value.dtype).type
+                        first = self.rows.get(kind, 0)
+                        self.places[id(value)] = kind, first
+                        self.rows[kind] = first + shape[0]
+                        self.members.setdefault(kind, []).append(value)
 
     def starts(self, group, target):
         """Per row of the group, where its node's array of own input `target`
         starts in the joined array (the first node's again past its nodes)."""
-        rows = [self.offsets[id(invocation.arrays[target])] for invocation in group.invocations]
+        rows = [self.places[id(invocation.arrays[target])][1]
+                for invocation in group.invocations]
         rows += rows[:1] * (group.capacity - len(rows))
         return np.array(rows, dtype=np.int64)
 
     def joined(self, group, index, shared):
         """The joined array holding the arrays own input `index` of the group reads."""
-        kind = _kind_of(group.invocations[0].arrays[index])
+        kind = self.places[id(group.invocations[0].arrays[index])][0]
         if kind not in self.arrays:
             values = [shared[value.index] if isinstance(value, Passed) else value
                       for value in self.members[kind]]
-            rows = sum(value.shape[0] for value in values)
+            rows = self.rows[kind]
             if self.zero_rows is not None and power_of_two(rows) > rows:
                 values.append(self.zero_rows(power_of_two(rows) - rows, kind[0], kind[1]))
             self.arrays[kind] = values[0] if len(values) == 1 else mx.nd.concat(*values, dim=0)
         return self.arrays[kind]
-
-
-def _kind_of(value):
-    """The row shape and dtype of an array (or of a Passed one)."""
-    return tuple(value.shape[1:]), np.dtype(value.dtype).type
 
 
 def prepare_host_values(requests, joins=None):
