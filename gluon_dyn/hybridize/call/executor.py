@@ -15,6 +15,7 @@ from ... import graph_json
 from ...ops.gradient_flow import has_history
 from ..capturing import arguments, guards
 from ..passes import pipeline
+from ..passes.read_once import planned_op
 from . import stale_gradients
 from ..timing.graph_choice import MeasuredGraphs
 from ..capturing.capture import ArgumentInput, ParameterInput, input_roles
@@ -165,9 +166,7 @@ class GraphExecutor:
         loops over Gluon's cells, that and the graph with the loops as MXNet's RNN
         operator (fused_cells.py), the faster by measurement serving (graph_choice.py)."""
         def planned(graph):
-            return self._taking_capture_inputs(
-                mx.nd.CachedOp(graph, flags=_with_input_roles(_planned_flags(self.capture),
-                                                              graph, self.capture)), graph)
+            return self._taking_capture_inputs(_planned_op(graph, self.capture), graph)
         graph = self._graph(inputs)
         if not self.capture.exact:
             return planned(graph)
@@ -262,10 +261,12 @@ def _planned_flags(capture):
     return flags
 
 
-def _with_input_roles(flags, graph, capture):
-    """`flags` of an inference graph, and where MXNet plans shapes too
-    (static_shape), the roles of `graph`'s inputs (capture.input_roles)."""
+def _planned_op(graph, capture):
+    """The CachedOp of an inference graph of `capture`: its memory planned, and
+    where MXNet plans shapes too (static_shape), the roles of `graph`'s inputs given
+    (capture.input_roles) and its data inputs read once (read_once.py)."""
+    flags = _planned_flags(capture)
     if ("static_shape", True) not in flags:
-        return flags
+        return mx.nd.CachedOp(graph, flags=flags)
     sources = dict(zip(capture.symbol.list_inputs(), capture.inputs))
-    return flags + input_roles([sources.get(name) for name in graph.list_inputs()])
+    return planned_op(graph, input_roles([sources.get(name) for name in graph.list_inputs()]))

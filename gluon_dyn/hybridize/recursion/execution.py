@@ -18,6 +18,7 @@ from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from ... import threads
 from ..capturing.capture import input_roles
+from ..passes.read_once import planned_op
 from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput, WrittenRowsInput
 from .body import WHOLE
 from .call_program import ArenaStart, GroupOwn, GroupRows
@@ -34,14 +35,14 @@ class GraphRunner:
     input dims that differ between calls (symbolic in a TVM plan,
     BatchedGraph.symbolic_dims). With `static_shape` (inputs whose shapes mostly
     repeat) MXNet runs inference as a few bulked engine operations instead of
-    pushing each operator."""
+    pushing each operator (read_once.planned_op)."""
 
     def __init__(self, symbol, inputs, tvm, dims=None, static_shape=False):
         self.symbol, self.inputs, self.tvm, self.dims = symbol, inputs, tvm, dims or {}
         # MXNet makes no CachedOp of a graph without inputs (constants): evaluated.
-        self._inference = mx.nd.CachedOp(symbol, flags=[
-            ("static_alloc", True), ("static_shape", static_shape)]) if inputs else _Constants(
-                symbol)
+        self._inference = (planned_op(symbol, input_roles(inputs)) if static_shape else
+                           mx.nd.CachedOp(symbol, flags=[("static_alloc", True)])) \
+            if inputs else _Constants(symbol)
         self._recording = None
         self.plan = None             # tvm_bridge.SegmentedGraph, once built
         self.plan_failed = False
@@ -132,12 +133,11 @@ class ShapeKeyedRunner:
 
     def _static_op(self, static_shape, parameters_bound):
         """A static CachedOp; with `parameters_bound` (inference on planned shapes),
-        the parameters and captured arrays marked as MXNet parameters
-        (capture.input_roles)."""
-        flags = [("static_alloc", True), ("static_shape", static_shape)]
+        planned_op's."""
         if parameters_bound:
-            flags += self._roles
-        return mx.nd.CachedOp(self.symbol, flags=flags)
+            return planned_op(self.symbol, self._roles)
+        return mx.nd.CachedOp(self.symbol, flags=[("static_alloc", True),
+                                                  ("static_shape", static_shape)])
 
 
 class OneThreadChoice:
