@@ -8,7 +8,8 @@ variant of one call computes the same thing. Then:
 - `compare` warms up every variant (calls interleaved, each output checked
   against the reference's output of the same call), then times `repeats` calls
   of each, interleaved (A, B, C, then B, C, A, then C, A, B, ...) on inputs all made before the
-  first timed call, and gives each variant's times (medians for the tables);
+  first timed call, each timed call right after an untimed call of the same
+  variant (SETTLING_CALLS), and gives each variant's times (medians for the tables);
 - `run_calls` does the same for a fixed sequence of calls whose every call
   matters (a guard that fails at call 9), checking every call;
 - `print_table` prints a markdown table under the command line that produced it.
@@ -78,6 +79,18 @@ def _run_again_with_omp_threads():
 
 
 _run_again_with_omp_threads()
+
+# Untimed calls of a variant right before each of its timed calls, on inputs of
+# their own: a timed call then starts from what its own variant leaves, not from
+# what the variant before it left running. After MXNet's last parallel region its
+# OpenMP threads spin for about 2 ms before they sleep (GNU OpenMP's default), on
+# a 2-core machine one core of two: the corpus's Tree-LSTM, whose calls run mostly
+# on one thread (gluon_dyn/threads.py), measured 2.2 ms a call right after
+# imperative calls (whose operators run on both cores) and 1.7 ms after its own,
+# or after them with OMP_WAIT_POLICY=passive (perf: the spinning thread took 37% of
+# the process's samples); its ratio to imperative ranged 3.6x-4.0x timed right after
+# the other variant and 4.2x-4.5x after a call of its own.
+SETTLING_CALLS = 1
 
 # Calls before timing starts: hybridize(dynamic=True) profiles 3 calls, traces on
 # the 4th, then its speed check alternates graph and Python until each has
@@ -214,8 +227,10 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
     with `budget_ms`, more timed calls where they fit in it (timed_repeats).
 
     Warm-up calls are numbered 0..warmup-1 and their inputs are made one round at
-    a time; the timed calls (numbered on from there) get inputs all made before
-    the first of them and kept alive to the end, so no array is ever passed twice.
+    a time; the timed rounds' calls (numbered on from there: per round, a run of
+    SETTLING_CALLS + 1 calls of each variant, the last one timed) get inputs all
+    made before the first of them and kept alive to the end, so no array is ever
+    passed twice.
     """
     if warmup < 1 or repeats < 1:
         raise ValueError("need warmup >= 1 (outputs are checked there) and repeats >= 1, "
@@ -233,25 +248,28 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
     if _measuring(variants):
         print("still measuring their speed checks after %d warm-up calls: %s"
               % (call, ", ".join(_measuring(variants))), file=sys.stderr)
-    calls = range(call, call + timed_repeats(repeats, budget_ms, warmup_ms))
-    made = _made(variants, make_inputs, calls)
+    rounds, run = timed_repeats(repeats, budget_ms, warmup_ms), SETTLING_CALLS + 1
+    made = _made(variants, make_inputs, range(call, call + rounds * run))
     timed = {v.name: [] for v in variants}
-    for index, call in enumerate(calls):
-        arguments = {name: args[index] for name, args in made.items()}
-        for variant, ms in zip(variants, _round(variants, arguments, call, check=False)):
-            timed[variant.name].append(ms)
+    for index in range(rounds):
+        for variant in rotated(variants, call + index):
+            for number in range(index * run, (index + 1) * run):
+                _, ms = timed_call(variant, made[variant.name][number])
+            timed[variant.name].append(ms)      # the last of its run
     return {v.name: Timing(warmup_ms[v.name], timed[v.name]) for v in variants}
 
 
 def timed_repeats(repeats, budget_ms, warmup_ms):
     """How many timed calls compare makes: `repeats`, or as many rounds as fit in
     `budget_ms` at the round time of the later half of the warm-up calls (each
-    variant's median), up to MAX_REPEATS_FACTOR times `repeats`. The median of ten
+    variant's median, times its run of calls), up to MAX_REPEATS_FACTOR times
+    `repeats`. The median of ten
     calls of a few milliseconds moves with every call that meets a new input shape
     or a noisy moment: the corpus's Tree-LSTM ratio ranged 2.8x to 6.2x over runs."""
     if not budget_ms:
         return repeats
-    round_ms = sum(statistics.median(ms[len(ms) // 2:]) for ms in warmup_ms.values())
+    round_ms = (SETTLING_CALLS + 1) * sum(
+        statistics.median(ms[len(ms) // 2:]) for ms in warmup_ms.values())
     fitting = int(budget_ms / round_ms) if round_ms > 0 else repeats
     return max(repeats, min(fitting, MAX_REPEATS_FACTOR * repeats))
 

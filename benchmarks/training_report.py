@@ -8,9 +8,10 @@ its own, all from the same parameter values on the same batches. First the PyTor
 versions are checked to train to the script's losses (training_twins.check_twins:
 4 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
 failure stops the report); then the variants' steps run interleaved (each round starts
-one variant later), the MXNet ones checked to compute the imperative losses over the
-warm-up steps; throughput is the median over steps of samples per second, an MXNet step
-timed until MXNet finished it, a PyTorch one inside its worker. Inference compares
+one variant later, each timed step right after an untimed one of its own variant), the
+MXNet ones checked to compute the imperative losses over the warm-up steps; throughput
+is the median over steps of samples per second, an MXNet step timed until MXNet
+finished it, a PyTorch one inside its worker. Inference compares
 imperative, dynamic and dynamic with backend="tvm" on fresh inputs (outputs checked
 against the imperative ones). The Horovod scale factor runs a script with 1 and with 2
 workers on 127.0.0.1 (each worker keeps its batch: JANUS's weak scaling). Writes
@@ -107,18 +108,20 @@ def what_it_ran(training):
 def interleaved(variants, warmup, timed, checked):
     """Median samples/s of each variant, a function index -> (value, samples, seconds).
     Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
-    what checked[0] does; timed steps run in rotated order (harness.rotated)."""
+    what checked[0] does; timed steps run in rotated order (harness.rotated), each
+    right after untimed steps of its own variant (harness.SETTLING_CALLS)."""
     names = list(variants)
     for index in range(warmup):
         values = {name: variants[name](index)[0] for name in names}
         for name in checked[1:]:
             np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
                                        err_msg="%s disagrees with %s" % (name, checked[0]))
-    rates = {name: [] for name in names}
-    for k, index in enumerate(range(warmup, warmup + timed)):
+    rates, run = {name: [] for name in names}, harness.SETTLING_CALLS + 1
+    for k in range(timed):
         for name in harness.rotated(names, k):
-            _, samples, seconds = variants[name](index)
-            rates[name].append(samples / seconds)
+            for index in range(warmup + k * run, warmup + (k + 1) * run):
+                _, samples, seconds = variants[name](index)
+            rates[name].append(samples / seconds)     # the last of its run
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
@@ -314,7 +317,8 @@ def write(out, training, inference, scaling, args, load):
         "with `--whole-step` (those graphs, and each trainer's update of all parameters as a few "
         "fused MXNet calls: `gluon_dyn.fused_updates`) "
         "and as its PyTorch version, eager and with `torch.compile`; steps interleaved (each "
-        "round starts one variant later), the MXNet variants checked to compute the same losses "
+        "round starts one variant later; each timed step right after an untimed one of its "
+        "own variant), the MXNet variants checked to compute the same losses "
         "over the warm-up steps, medians over steps of samples per second (an MXNet step is "
         "timed until MXNet finished it, a PyTorch step inside its worker). MXNet's operators "
         "and PyTorch use %s threads. JANUS's speed-ups are from the seeds' Table 3.4 "

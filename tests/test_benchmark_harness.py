@@ -31,13 +31,16 @@ class Recorder:
 
 def test_compare_interleaves_variants_and_checks_before_timing():
     """Checked warm-up rounds start with the reference; each timed round starts one
-    variant later (call 2 with C, 3 with A, 4 with B)."""
+    variant later (rounds 2, 3, 4 with C, A, B), each variant's timed call (calls 3,
+    5, 7) right after an untimed one of its own (calls 2, 4, 6)."""
     recorder = Recorder()
     timings = harness.compare([recorder.variant(n) for n in "ABC"], recorder.make_inputs,
                               repeats=3, warmup=2)
     runs = [event[1:] for event in recorder.events if event[0] == "run"]
+    assert harness.SETTLING_CALLS == 1
     assert runs == [(name, call) for call in range(2) for name in "ABC"] + \
-        [(name, call) for call, order in ((2, "CAB"), (3, "ABC"), (4, "BCA")) for name in order]
+        [(name, call) for first, order in ((2, "CAB"), (4, "ABC"), (6, "BCA"))
+         for name in order for call in (first, first + 1)]
     assert {name: (len(t.warmup_ms), len(t.timed_ms)) for name, t in timings.items()} == \
         {name: (2, 3) for name in "ABC"}
 
@@ -47,10 +50,10 @@ def test_timed_inputs_are_fresh_and_made_before_the_first_timed_call():
     harness.compare([recorder.variant("A"), recorder.variant("B")], recorder.make_inputs,
                     repeats=4, warmup=1)
     # Every call of every variant got an array of its own, never passed twice.
-    assert len({id(x) for x in recorder.seen}) == len(recorder.seen) == 10
-    first_timed_run = recorder.events.index(("run", "B", 1))   # timed call 1 starts with B
-    assert recorder.events[first_timed_run - 8:first_timed_run] == \
-        [("make", call) for call in range(1, 5)] * 2
+    assert len({id(x) for x in recorder.seen}) == len(recorder.seen) == 2 + 2 * 4 * 2
+    first_timed_run = recorder.events.index(("run", "B", 1))   # timed round 1 starts with B
+    assert recorder.events[first_timed_run - 16:first_timed_run] == \
+        [("make", call) for call in range(1, 9)] * 2
 
 
 def test_a_wrong_variant_is_rejected_at_its_first_call():
@@ -127,13 +130,14 @@ def test_a_budget_adds_the_timed_calls_that_fit_up_to_ten_times_the_repeats():
     def fixed(name, ms):
         return harness.Variant(name, lambda x: (x * 2, ms), self_timed=True)
     make_inputs = Recorder().make_inputs
-    # Rounds of 2 + 3 ms: 100 ms fit 20 calls; 1000 ms fit 200, capped at 10 x 4.
-    for budget_ms, timed in ((0, 4), (10, 4), (100, 20), (1000, 40)):
+    # Rounds of two calls of each, 2 * (2 + 3) ms: 100 ms fit 10; 1000 ms fit 100,
+    # capped at 10 x 4.
+    for budget_ms, timed in ((0, 4), (10, 4), (100, 10), (1000, 40)):
         timings = harness.compare([fixed("a", 2.0), fixed("b", 3.0)], make_inputs, repeats=4,
                                   warmup=2, budget_ms=budget_ms)
         assert [len(t.timed_ms) for t in timings.values()] == [timed, timed]
     # The round time is judged on the later warm-up calls, past the first calls' traces.
-    assert harness.timed_repeats(4, 100, {"a": [500.0, 500.0, 2.0, 2.0]}) == 40
+    assert harness.timed_repeats(4, 100, {"a": [500.0, 500.0, 1.0, 1.0]}) == 40
 
 
 def test_mxnet_threads_are_set_once_and_only_for_benchmarks():

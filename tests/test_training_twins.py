@@ -83,8 +83,10 @@ def test_report_steps_are_interleaved_and_mxnet_variants_checked():
     variants = {name: FakeSteps(name, log) for name in "ABC"}
     rates = training_report.interleaved(variants, warmup=2, timed=3, checked=["A", "B"])
     assert rates == {name: 20.0 for name in "ABC"}
+    # each timed step (3, 5, 7) right after an untimed one of its variant (2, 4, 6)
     assert log == [(name, index) for index in range(2) for name in "ABC"] + \
-        [(name, index) for index, order in ((2, "ABC"), (3, "BCA"), (4, "CAB")) for name in order]
+        [(name, index) for first, order in ((2, "ABC"), (4, "BCA"), (6, "CAB"))
+         for name in order for index in (first, first + 1)]
     # a checked variant computing other losses stops the report; an unchecked one does not
     variants["B"].loss = variants["C"].loss = 2.0
     with pytest.raises(AssertionError, match="B disagrees with A"):
@@ -103,7 +105,8 @@ def test_report_checks_the_whole_step_against_imperative(name, monkeypatch):
     assert sorted(rates) == sorted(title for title, _ in training_report.MXNET_VARIANTS)
     assert training_report.WHOLE_STEP in rates and not checks
     trainer_name = {"lenet": "lenet", "treernn": "model"}[name]
-    assert "Whole step: updates fused: %s 5;" % trainer_name in note, note   # 3 warm-up, 2 timed
+    # 3 warm-up steps, 2 timed ones each after an untimed one
+    assert "Whole step: updates fused: %s 7;" % trainer_name in note, note
     trainer = Workers.trainer
 
     def fused_trainer_off(self, params, optimizer, options, prefix=""):
