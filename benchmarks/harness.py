@@ -263,9 +263,9 @@ def timed_repeats(repeats, budget_ms, warmup_ms):
     """How many timed calls compare makes: `repeats`, or as many rounds as fit in
     `budget_ms` at the round time of the later half of the warm-up calls (each
     variant's median, times its run of calls), up to MAX_REPEATS_FACTOR times
-    `repeats`. The median of ten
-    calls of a few milliseconds moves with every call that meets a new input shape
-    or a noisy moment: the corpus's Tree-LSTM ratio ranged 2.8x to 6.2x over runs."""
+    `repeats`. The median of ten calls of a few milliseconds moves with every call
+    that meets a new input shape or a noisy moment: the corpus's Tree-LSTM ratio
+    ranged 2.8x to 6.2x over runs."""
     if not budget_ms:
         return repeats
     round_ms = (SETTLING_CALLS + 1) * sum(
