@@ -11,17 +11,20 @@ import gluon_dyn
 import recursive_programs as programs
 from gluon_dyn.hybridize.passes import read_once as read_once_module
 from gluon_dyn.hybridize.passes.read_once import COPY_SUFFIX, planned_op, read_once
+from gluon_dyn.hybridize.recursion import execution
 from recursion_twins import assert_same, pair, trees
 
 
 def _gathers():
     """Three gathers of `table` at `rows` and a product with `weight` (a parameter):
-    `table` and `rows` are read three times each, `weight` and `bias` once."""
+    `table` and `rows` are read three times each, `weight` twice, `bias` once."""
     table, rows, weight, bias = (mx.sym.var(name) for name in ("table", "rows", "weight",
                                                                 "bias"))
     parts = [mx.sym.take(table, rows + k) for k in range(3)]
     hidden = mx.sym.FullyConnected(mx.sym.concat(*parts, dim=1), weight, bias, num_hidden=4)
-    return mx.sym.Group([hidden, mx.sym.sum(parts[0] * parts[1], axis=1)])
+    again = mx.sym.FullyConnected(mx.sym.concat(*parts[::-1], dim=1), weight, no_bias=True,
+                                  num_hidden=4)
+    return mx.sym.Group([hidden + again, mx.sym.sum(parts[0] * parts[1], axis=1)])
 
 
 def _readers(symbol):
@@ -45,7 +48,7 @@ def test_each_data_input_read_by_several_operators_is_read_by_one_copy():
     readers = _readers(rewritten)
     assert readers["table"] == ["_copy"] and readers["rows"] == ["_copy"]
     assert len(readers["bias"]) == 1 and readers["bias"] != ["_copy"]   # read once already
-    assert readers["weight"] == _readers(symbol)["weight"]    # a parameter: not data
+    assert readers["weight"] == ["FullyConnected"] * 2    # a parameter: not data
     assert sum(node["name"].endswith(COPY_SUFFIX)
                for node in json.loads(rewritten.tojson())["nodes"]) == 2
 
@@ -84,7 +87,8 @@ def test_recursion_bodies_served_by_planned_ops_match_imperative(monkeypatch):
         rewritten = read_once(symbol, data_indices)
         copied.append(rewritten is not symbol)
         return rewritten
-    monkeypatch.setattr(read_once_module, "read_once", counted)
+    monkeypatch.setattr(read_once_module, "read_once", counted)    # programs' planned_op
+    monkeypatch.setattr(execution, "read_once", counted)           # bodies on kept shapes
     imperative, dynamic = pair(programs.ChildSumTreeLSTM)
     stream = trees(11, 40, leaves=(1, 10), arity=3)
     for tree in stream:

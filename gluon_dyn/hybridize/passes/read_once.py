@@ -58,5 +58,10 @@ def planned_op(symbol, roles):
     """The CachedOp of an inference graph whose memory and shapes MXNet plans, its
     inputs' `roles` given (capture.input_roles: parameters and captured arrays
     marked as MXNet parameters), its data inputs read once."""
-    return mx.nd.CachedOp(read_once(symbol, dict(roles)["data_indices"]), flags=[
-        ("static_alloc", True), ("static_shape", True)] + roles)
+    return mx.nd.CachedOp(read_once(symbol, dict(roles)["data_indices"]),
+                          flags=planned_flags(roles))
+
+
+def planned_flags(roles):
+    """planned_op's CachedOp flags, for a graph already read once."""
+    return [("static_alloc", True), ("static_shape", True)] + roles
