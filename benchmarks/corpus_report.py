@@ -3,12 +3,16 @@ hybridize(dynamic=True), one row per program: correct, share of calls on graphs,
 graph breaks, speed against imperative for inference and training (harness.py:
 interleaved calls on fresh inputs, 20 warm-up calls, medians), the slowest of the
 first calls (tracing included), peak memory against imperative (each in a process
-of its own), and why calls ran as Python. A program that raises or differs gets a
-row saying so (not correct, or speed not timed and why), and the report goes on.
+of its own), and why calls ran as Python. Each program's row is measured in a
+process of its own: a row must not depend on the programs measured before it (after
+the rest of the corpus, freed memory scattered through the heap made the same calls
+10-25% slower, dynamic and imperative alike). A program that raises or differs gets
+a row saying so (not correct, or speed not timed and why), and the report goes on.
 Writes docs/corpus.md and docs/corpus.json with the floors of issue 26 that the run
 misses (tests/corpus/floors.py).
 
     .venv/bin/python benchmarks/corpus_report.py [PROGRAM ...]
+    .venv/bin/python benchmarks/corpus_report.py --row PROGRAM
     .venv/bin/python benchmarks/corpus_report.py --memory PROGRAM imperative|dynamic
 """
 import argparse
@@ -212,6 +216,20 @@ def row(program):
             "cause": (figures.cause() if figures else wrong)}
 
 
+def row_in_own_process(program):
+    """row(program), measured by a process of its own (`--row`); a process that
+    fails gives a row saying how."""
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--row", program.name],
+                          stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode == 0:
+        return json.loads(done.stdout.splitlines()[-1])
+    why = "its process exited with status %d" % done.returncode
+    return {"name": program.name, "package": program.package, "covers": program.covers,
+            "correct": False, "wrong": why, "share_on_graphs": None, "status": "wrong",
+            "graph_breaks": None, "graphs": None, "speed": {}, "first_call_s": None,
+            "not_timed": {}, "peak_memory": None, "cause": why}
+
+
 def times(value):
     return "-" if value is None else "%.2fx" % value
 
@@ -219,7 +237,7 @@ def times(value):
 def markdown(rows):
     lines = ["# The corpus of real programs", "",
              "Written by `make corpus` (`%s`). Each program runs as written and through "
-             "`hybridize(dynamic=True)`; *share on graphs*: calls after profiling served by "
+             "`hybridize(dynamic=True)`, in a process of its own; *share on graphs*: calls after profiling served by "
              "graphs (calls through methods other than forward, hybridized with `methods=`, "
              "count as the forward's); "
              "speed: medians of %d to %d interleaved calls on fresh inputs, each right after an "
@@ -237,11 +255,12 @@ def markdown(rows):
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = "-" if r["share_on_graphs"] is None else "%.0f%%" % (100 * r["share_on_graphs"])
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s |" % (
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["name"], r["package"], "yes" if r["correct"] else "**no**", share,
             "-" if r["graph_breaks"] is None else r["graph_breaks"],
             times(r["speed"].get("inference")), times(r["speed"].get("training")),
-            r["first_call_s"], times(r["peak_memory"]),
+            "-" if r["first_call_s"] is None else "%.1f" % r["first_call_s"],
+            times(r["peak_memory"]),
             r["cause"].replace("|", "\\|")[:300]))
     missed = misses(rows)
     lines += ["", "Floors missed: %d." % len(missed), ""] + ["- " + miss for miss in missed]
@@ -251,16 +270,20 @@ def markdown(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("programs", nargs="*", help="names of corpus programs (default: all)")
+    parser.add_argument("--row", metavar="PROGRAM", help=argparse.SUPPRESS)
     parser.add_argument("--memory", nargs=2, metavar=("PROGRAM", "MODE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory:
         print(peak_memory_kb(*args.memory))
         return
+    if args.row:
+        print(json.dumps(row(corpus.named(args.row))))
+        return
     chosen = [corpus.named(name) for name in args.programs] or corpus.programs()
     rows = []
     for program in chosen:
-        rows.append(row(program))
+        rows.append(row_in_own_process(program))
         print(json.dumps(rows[-1]), flush=True)
     text = markdown(rows)
     print(text)

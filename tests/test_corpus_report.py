@@ -39,6 +39,17 @@ def test_a_program_whose_training_raises_is_timed_for_inference_and_says_why_not
         "given)" in misses([row])
 
 
+def test_a_program_whose_process_fails_gets_a_row_saying_so_and_the_table_goes_on():
+    # The process finds no corpus program of this name (KeyError): its row says how it
+    # ended, the floors count it as not correct, and the table still renders.
+    row = corpus_report.row_in_own_process(PROGRAM)
+    assert not row["correct"] and row["wrong"] == "its process exited with status 1"
+    assert "dense_without_labels is not correct: its process exited with status 1" in \
+        misses([row])
+    assert "| dense_without_labels | written here | **no** | - | - | - | - | - | - |" in \
+        corpus_report.markdown([row])
+
+
 def test_the_first_line_of_an_mxnet_error_is_its_last():
     error = mx.base.MXNetError("Traceback (most recent call last):\n  File x\n"
                                "MXNetError: Check failed: in place")
