@@ -1,0 +1,91 @@
+"""What a host read costs MXNet on this machine: one small operator and its read,
+and one CartPole decision (examples/train/cartpole.py's policy on 20 states, read
+back as the script reads it), as written and with hybridize(dynamic=True).
+
+MXNet runs every operator on its engine's worker thread: a call pushes the work
+there and a read waits for it, so each read wakes the worker and then the caller.
+An array handed over from NumPy (`mx.nd.from_numpy`, as the training scripts pass
+their batches) is freed through the engine too. The same tanh computed by NumPy in
+the calling thread is the reference.
+
+    .venv/bin/python benchmarks/engine_round_trip.py [--repeats 300]
+"""
+import argparse
+import os
+import sys
+
+import mxnet as mx
+import numpy as np
+
+import harness
+
+sys.path.insert(0, os.path.join(harness.REPO, "examples", "train"))
+import trainkit  # noqa: E402
+from cartpole import Policy  # noqa: E402
+
+from gluon_dyn.hybridize import report  # noqa: E402
+
+ENVIRONMENTS, STATE = 20, 4
+HIDDEN, LAYERS = 64, 2
+
+
+def operator_rows(repeats):
+    """(variant, us) of tanh on (20, 64) float32s."""
+    def make_inputs(call):
+        values = np.random.RandomState(call).standard_normal(
+            (ENVIRONMENTS, HIDDEN)).astype(np.float32)
+        return [values, mx.nd.array(values)]
+
+    variants = [harness.Variant("tanh: NumPy, in the calling thread",
+                                lambda values, _: np.tanh(values)),
+                harness.Variant("tanh: MXNet operator on an array MXNet made, then read",
+                                lambda _, array: mx.nd.tanh(array).asnumpy()),
+                harness.Variant("tanh: MXNet operator on an array from NumPy, then read",
+                                lambda values, _: mx.nd.tanh(mx.nd.from_numpy(values)).asnumpy())]
+    timings = harness.compare(variants, make_inputs, repeats, warmup=20)
+    return [(v.name, 1000 * timings[v.name].median_ms) for v in variants]
+
+
+def decision_rows(repeats):
+    """(variant, us) of one decision: the policy's push-right probabilities, read."""
+    def policy(dynamic):
+        mx.random.seed(1)
+        net = Policy(HIDDEN, LAYERS, prefix="policy_")
+        net.initialize(mx.init.Xavier())
+        net(mx.nd.zeros((1, STATE)))    # its deferred shapes, drawn now: same weights in both
+        if dynamic:
+            net.hybridize(dynamic=True)
+        return net
+
+    def decide(net):
+        call = harness.gluon_call(net)
+
+        def run(state):
+            return np.exp(call(trainkit.batch_array(state))[0].asnumpy()[:, 1])
+        run.measuring = call.measuring    # warm-up lasts until the speed check settles
+        return run
+
+    def make_inputs(call):
+        return [np.random.RandomState(call).uniform(-0.05, 0.05, size=(ENVIRONMENTS, STATE))]
+
+    dynamic = policy(True)
+    variants = [harness.Variant("decision: imperative", decide(policy(False))),
+                harness.Variant("decision: hybridize(dynamic=True)", decide(dynamic))]
+    timings = harness.compare(variants, make_inputs, repeats, warmup=20)
+    served = report(dynamic)["calls"]
+    print("the dynamic policy: %d of %d calls served by its graph"
+          % (served["graph"], served["total"]), file=sys.stderr)
+    return [(v.name, 1000 * timings[v.name].median_ms) for v in variants]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=300)
+    args = parser.parse_args()
+    harness.print_table("A host read on MXNet's engine (tanh on 20 x 64 float32s; one CartPole "
+                        "decision for 20 environments)", ["variant", "us a call"],
+                        operator_rows(args.repeats) + decision_rows(args.repeats))
+
+
+if __name__ == "__main__":
+    main()
