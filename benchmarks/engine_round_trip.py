@@ -4,9 +4,9 @@ back as the script reads it), as written and with hybridize(dynamic=True).
 
 MXNet runs every operator on its engine's worker thread: a call pushes the work
 there and a read waits for it, so each read wakes the worker and then the caller.
-An array handed over from NumPy (`mx.nd.from_numpy`, as the training scripts pass
-their batches) is freed through the engine too. The same tanh computed by NumPy in
-the calling thread is the reference.
+A call that hands its input over from NumPy (`mx.nd.from_numpy`, as the training
+scripts pass their batches) also frees it, and MXNet frees an array through the
+engine too. The same tanh computed by NumPy in the calling thread is the reference.
 
     .venv/bin/python benchmarks/engine_round_trip.py [--repeats 300]
 """
