@@ -5,8 +5,8 @@ interleaved calls on fresh inputs, 20 warm-up calls, medians), the slowest of th
 first calls (tracing included), peak memory against imperative (each in a process
 of its own), and why calls ran as Python. Each program's row is measured in a
 process of its own: a row must not depend on the programs measured before it (after
-the rest of the corpus, freed memory scattered through the heap made the same calls
-10-25% slower, dynamic and imperative alike). A program that raises or differs gets
+the rest of the corpus had run in the same process, the same calls were 10-25%
+slower, dynamic and imperative alike). A program that raises or differs gets
 a row saying so (not correct, or speed not timed and why), and the report goes on.
 Writes docs/corpus.md and docs/corpus.json with the floors of issue 26 that the run
 misses (tests/corpus/floors.py).
@@ -237,8 +237,9 @@ def times(value):
 def markdown(rows):
     lines = ["# The corpus of real programs", "",
              "Written by `make corpus` (`%s`). Each program runs as written and through "
-             "`hybridize(dynamic=True)`, in a process of its own; *share on graphs*: calls after profiling served by "
-             "graphs (calls through methods other than forward, hybridized with `methods=`, "
+             "`hybridize(dynamic=True)`, in a process of its own; *share on graphs*: calls "
+             "after profiling served by graphs (calls through methods other than forward, "
+             "hybridized with `methods=`, "
              "count as the forward's); "
              "speed: medians of %d to %d interleaved calls on fresh inputs, each right after an "
              "untimed call of its own variant (as many as fit in "
