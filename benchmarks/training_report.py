@@ -98,8 +98,10 @@ def what_it_ran(training):
                 if by_kind["batched"] else ""))
         else:
             calls = report["calls"]
-            notes.append("%s: graphs: %d, %d of %d calls on them%s" % (
+            notes.append("%s: graphs: %d, %d of %d calls on them%s%s" % (
                 name, report["cached_graphs"], calls["graph"], calls["total"],
+                " (%d in one graph with the other calls of their step, losses included)"
+                % calls["by_kind"]["batched"] if calls["by_kind"]["batched"] else "",
                 " (speed check: %s)" % report["speed_check"]["state"]
                 if report["speed_check"]["state"] != "off" else ""))
     return "; ".join(notes)

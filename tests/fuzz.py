@@ -4,7 +4,9 @@ The seed is random unless FUZZ_SEED gives it; it is printed first, so that a run
 can be repeated (FUZZ_SEED=S: the same programs in the same order) even when it
 does not finish. A quarter of the programs are of the graph-break family
 (programs.generate(breaks=True): host reads and data-dependent masks in the
-middle of graph code). A share of the cases (RECURSION_SHARE) are streams of new
+middle of graph code). A share of the programs (STEPS_SHARE) run their calls as
+training steps of three calls and a loss on each result, batched (batch_calls=True:
+differential.STEP_OPTIONS). A share of the cases (RECURSION_SHARE) are streams of new
 trees through the recursion engine (fuzzing/recursion_streams.py), counted
 apart; a stream that disagrees is written to fuzz-failures/ with its seed.
 
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuzzing import differential, programs, recursion_streams  # noqa: E402
 
 BREAKS_SHARE = 0.25
+STEPS_SHARE = 0.25
 RECURSION_SHARE = 0.15
 # Shrinking a disagreement may run past the run's end by this much, no more: one
 # broken change can make every program disagree.
@@ -50,22 +53,23 @@ def main():
             continue
         program_seed, call_seed = differential.random_case(rng)
         breaks = rng.random() < BREAKS_SHARE
+        steps = rng.random() < STEPS_SHARE
         program = programs.generate(program_seed, breaks)
-        outcome = differential.check(program, call_seed)
+        outcome = differential.check(program, call_seed, steps=steps)
         coverage.add(outcome)
         if outcome.problem:
-            smallest = differential.shrink(program, call_seed,
+            smallest = differential.shrink(program, call_seed, steps=steps,
                                            until=max(end, time.time() + SHRINK_SECONDS))
             os.makedirs(out_dir, exist_ok=True)
-            path = os.path.join(out_dir, "program_%d_%d%s.py" % (program_seed, call_seed,
-                                                                "_breaks" if breaks else ""))
+            kind = ("_breaks" if breaks else "") + ("_steps" if steps else "")
+            path = os.path.join(out_dir, "program_%d_%d%s.py" % (program_seed, call_seed, kind))
             with open(path, "w") as f:
-                f.write(differential.failure_file(differential.disagreement(smallest, call_seed),
-                                                  programs.render(smallest),
-                                                  differential.calls_for(call_seed)))
+                f.write(differential.failure_file(
+                    differential.disagreement(smallest, call_seed, steps),
+                    programs.render(smallest), differential.calls_for(call_seed, steps=steps)))
             print("DISAGREEMENT (program seed %d%s, call seed %d): %s -> %s"
-                  % (program_seed, " with breaks" if breaks else "", call_seed,
-                     outcome.problem, path), flush=True)
+                  % (program_seed, kind.replace("_", " "), call_seed, outcome.problem, path),
+                  flush=True)
     print("fuzz: seed %d, %d programs checked in %.1f minutes, %s; %s"
           % (seed, coverage.programs, (time.time() - start) / 60, coverage.summary(),
              streams.summary()))

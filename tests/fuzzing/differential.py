@@ -30,7 +30,7 @@ import warnings
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd
+from mxnet import autograd, gluon
 
 import gluon_dyn  # noqa: F401  (enables hybridize(dynamic=True))
 
@@ -48,6 +48,16 @@ CALLS_LINE = "# calls: "
 # The suite's short runs: two profiled calls, graphs kept even where Python is
 # faster (tiny programs), so that they exercise the graph machinery.
 SHORT_RUN_OPTIONS = dict(profile_calls=2, check_speed=False)
+# Calls as training steps ("step" in a call): three calls and a loss on each result,
+# their calls batched (batch_calls=True: one graph where they have no other effect).
+STEP_OPTIONS = dict(SHORT_RUN_OPTIONS, batch_calls=True)
+
+
+class SquaredSum(gluon.HybridBlock):
+    """A step's loss: a HybridBlock applied to a call's result joins its batch."""
+
+    def hybrid_forward(self, F, value):  # pylint: disable=arguments-differ
+        return F.sum(F.square(value))
 
 
 def load(source):
@@ -66,12 +76,16 @@ def random_case(rng):
     return rng.randrange(10 ** 9), rng.randrange(10 ** 9)
 
 
-def calls_for(seed, count=CALLS):
+def calls_for(seed, count=CALLS, steps=False):
+    """The calls of `seed`; `steps`: each a training step of three calls (STEP_OPTIONS)."""
     rng = random.Random(seed)
-    return [{"batch": rng.choice((2, 3)), "scale": rng.choice((-2.0, -0.5, 0.5, 2.0)),
-             "limit": rng.randint(0, 3), "flag": rng.random() < 0.7, "n": rng.choice((1, 2)),
-             "train": rng.random() < 0.6, "seed": rng.randrange(10 ** 6)}
-            for _ in range(count)]
+    calls = [{"batch": rng.choice((2, 3)), "scale": rng.choice((-2.0, -0.5, 0.5, 2.0)),
+              "limit": rng.randint(0, 3), "flag": rng.random() < 0.7, "n": rng.choice((1, 2)),
+              "train": rng.random() < 0.6, "seed": rng.randrange(10 ** 6)}
+             for _ in range(count)]
+    for call in calls if steps else ():
+        call["step"] = True
+    return calls
 
 
 @dataclasses.dataclass
@@ -91,17 +105,22 @@ class Outcome:
         return self.report["calls"]["graph"] if self.report else 0
 
     @property
+    def batched_calls(self):
+        return self.report["calls"]["by_kind"]["batched"] if self.report else 0
+
+    @property
     def ended_on_graph(self):
         """The last call ran on a graph, or on graph segments around graph breaks."""
         return bool(self.report) and self.report["calls"]["last"] in ("graph", "segments")
 
 
-def check(program, call_seed, calls=CALLS, options=None):
-    """Run `program` on the calls of `call_seed` both ways; `options` are the
-    dynamic block's hybridize options (SHORT_RUN_OPTIONS unless given; {} for
-    hybridize's defaults). A shrinking step can leave `break` outside its loop:
-    such a program is not a candidate (no problem, no report)."""
-    return check_source(programs.render(program), calls_for(call_seed, calls), options)
+def check(program, call_seed, calls=CALLS, options=None, steps=False):
+    """Run `program` on the calls of `call_seed` both ways (`steps`: as training
+    steps of three calls); `options` are the dynamic block's hybridize options
+    (SHORT_RUN_OPTIONS, or STEP_OPTIONS for steps, unless given; {} for hybridize's
+    defaults). A shrinking step can leave `break` outside its loop: such a program
+    is not a candidate (no problem, no report)."""
+    return check_source(programs.render(program), calls_for(call_seed, calls, steps), options)
 
 
 def check_source(source, calls, options=None):
@@ -110,6 +129,8 @@ def check_source(source, calls, options=None):
         cls = load(source)
     except SyntaxError:
         return Outcome(None)
+    if options is None:
+        options = STEP_OPTIONS if any(call.get("step") for call in calls) else SHORT_RUN_OPTIONS
     mx.random.seed(0)
     imperative, dynamic = cls(), cls()
     for block in (imperative, dynamic):
@@ -117,7 +138,7 @@ def check_source(source, calls, options=None):
     for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
                               sorted(dynamic.collect_params().items())):
         b.set_data(a.data())
-    dynamic.hybridize(dynamic=True, **(SHORT_RUN_OPTIONS if options is None else options))
+    dynamic.hybridize(dynamic=True, **options)
     problem = ill_conditioned = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -159,9 +180,9 @@ def _recorded_calls(text):
     return ast.literal_eval(lines[0][len(CALLS_LINE):])
 
 
-def disagreement(program, call_seed):
+def disagreement(program, call_seed, steps=False):
     """The first disagreement of `program` on the calls of `call_seed`, or None."""
-    return check(program, call_seed).problem
+    return check(program, call_seed, steps=steps).problem
 
 
 def _run(block, call, move=None):
@@ -174,15 +195,28 @@ def _run(block, call, move=None):
     x = mx.nd.array(values)
     x.attach_grad()
     block.collect_params().zero_grad()
+    limit = mx.nd.array([call["limit"]])
     try:
         with autograd.record(train_mode=call["train"]):
-            out = block(x, mx.nd.array([call["limit"]]))
-        out.backward()
+            if call.get("step"):
+                half, quarter = x * 0.5, x * 0.25
+                loss = SquaredSum()
+                # A call with new Python values (flag, n) runs alone, traced; the
+                # later ones join a batch with the losses on their results, which
+                # the `+` runs.
+                out, again, third = block(x, limit), block(half, limit), block(quarter, limit)
+                total = loss(again) + loss(third) + loss(out)
+                outputs = (out, again, third, total)
+            else:
+                total = out = block(x, limit)
+                outputs = (out,)
+        total.backward()
+        output = np.concatenate([value.asnumpy().reshape(-1) for value in outputs])
     except Exception as error:  # noqa: BLE001 - the exception itself is compared
         return ("raised", type(error).__name__, str(error).strip().splitlines()[:1])
     grads = {name[len(block.prefix):]: p.grad().asnumpy() for name, p in
              block.collect_params().items()}
-    return ("ok", out.asnumpy(), x.grad.asnumpy(), grads, block.count, block.state.asnumpy(),
+    return ("ok", output, x.grad.asnumpy(), grads, block.count, block.state.asnumpy(),
             block.total)
 
 
@@ -252,7 +286,7 @@ class Coverage:
 
     def __init__(self):
         self.programs = self.disagreed = self.ended_on_graph = self.ill_conditioned = 0
-        self.calls_after_profiling = self.graph_calls = 0
+        self.calls_after_profiling = self.graph_calls = self.batched_calls = 0
 
     def add(self, outcome):
         self.programs += 1
@@ -261,6 +295,7 @@ class Coverage:
         self.ended_on_graph += outcome.ended_on_graph
         self.calls_after_profiling += outcome.calls_after_profiling
         self.graph_calls += outcome.graph_calls
+        self.batched_calls += outcome.batched_calls
 
     @property
     def program_share(self):
@@ -271,13 +306,13 @@ class Coverage:
         return self.graph_calls / self.calls_after_profiling if self.calls_after_profiling else 0.0
 
     def summary(self):
-        return ("%.0f%% of programs and %.0f%% of calls after profiling on graphs, %d disagreed"
-                " (%d stopped at an ill-conditioned call)" % (
-                    100 * self.program_share, 100 * self.call_share, self.disagreed,
-                    self.ill_conditioned))
+        return ("%.0f%% of programs and %.0f%% of calls after profiling on graphs (%d in "
+                "batches' graphs), %d disagreed (%d stopped at an ill-conditioned call)" % (
+                    100 * self.program_share, 100 * self.call_share, self.batched_calls,
+                    self.disagreed, self.ill_conditioned))
 
 
-def shrink(program, call_seed, until=None):
+def shrink(program, call_seed, until=None, steps=False):
     """A smallest program (by removing statements) that still disagrees; past
     `until` (a time.time()), the smallest found so far."""
     smaller = True
@@ -286,7 +321,7 @@ def shrink(program, call_seed, until=None):
         for candidate in programs.shrink_candidates(program):
             if until is not None and time.time() >= until:
                 return program
-            if disagreement(candidate, call_seed):
+            if disagreement(candidate, call_seed, steps):
                 program, smaller = candidate, True
                 break
     return program

@@ -112,6 +112,10 @@ class GraphCache:
                 self.miss_reasons = (self.miss_reasons + [key.miss_reason(latest)])[-RECENT_MISSES:]
         return entry
 
+    def peek(self, key):
+        """The graph for `key`, or None, as a look that is not a call (no miss counted)."""
+        return self._entries.get(key)
+
     def put(self, key, entry):
         self._entries[key] = entry
         while len(self._entries) > MAX_GRAPHS:

@@ -16,7 +16,13 @@ class Callees:
 class CallBatch(gluon.Block):
     """The block whose forward makes a batch's calls in order; its callees are
     registered as its children only while a batch runs (held for good, the block
-    batching calls, which holds this one, would be in a reference cycle)."""
+    batching calls, which holds this one, would be in a reference cycle). Its
+    graphs are keyed by its callees, each by `child_key` and its own walk
+    (python_state.python_state)."""
+
+    @staticmethod
+    def child_key(callee):
+        return callee_key(callee)
 
     def __init__(self):
         super().__init__(prefix="call_batch_")
@@ -31,7 +37,7 @@ class CallBatch(gluon.Block):
             # earlier[k]: whether args[k] is the index of an earlier call's result.
             args = [outputs[arg] if earlier[position] else arg
                     for position, arg in enumerate(args)]
-            outputs.extend(_flattened(self.callees[callee](*args)))
+            outputs.extend(flattened(self.callees[callee](*args)))
         return outputs
 
 
@@ -55,9 +61,10 @@ class _Holding:
         python_state.forget(self.call_batch)
 
 
-def _flattened(value):
+def flattened(value):
+    """The arrays of `value` (an array, or lists and tuples of them), in order."""
     if isinstance(value, (list, tuple)):
-        return [array for item in value for array in _flattened(item)]
+        return [array for item in value for array in flattened(item)]
     return [value]
 
 

@@ -12,7 +12,15 @@ With `batch_calls=True`, a call the recursion engine serves while autograd recor
 returns arrays whose values are computed when first used (PendingArray), and so
 does a HybridBlock (the loss) applied to such arrays: the calls made until then run
 together, as one call of a block whose forward makes them in order (CallBatch), so
-the recursion engine batches the nodes of every tree of the step. Equivalent to::
+the recursion engine batches the nodes of every tree of the step.
+
+A recorded call a graph serves is deferred alike (GRAPH_BATCH), when its graph
+returns arrays only and has no other effect (no state kept on blocks, no argument
+changed): the step's model calls and losses (a GAN's discriminator on real and on
+generated images and both losses; a generator, the discriminator on its images and
+the loss) run as one graph traced from the CallBatch, whose backward is one node of
+autograd's tape, where each call and each loss operator was one; calls of different
+blocks batching with the same options join one batch. Equivalent to::
 
     def call_batch(calls):          # calls: [(block, args), ...] in the order made
         results = []
@@ -39,13 +47,17 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from ...origin import user_stacklevel
-from .call_batch import CallBatch, Callees, callee_key
+from .call_batch import CallBatch, Callees, callee_key, flattened
 from .served import Served
 from ..capturing.weak_binding import scope_without_cycle
 
 NOT_DEFERRED = object()
 CALL_BATCHES_KEPT = 4     # per batching block: one per set of blocks a step's calls use
 SIZES_KEPT = 64           # the sizes of the most recent batches, reported
+# A batch of graph calls is traced per sequence of calls: a chain of them made in a
+# Python loop (an RNN cell stepped per time step) would trace a graph per length.
+MAX_GRAPH_BATCH_CALLS = 32
+RECURSION_BATCH, GRAPH_BATCH = "recursion engine", "graphs"   # what serves a batch's calls
 
 
 class _ThreadState(threading.local):
@@ -57,12 +69,34 @@ _state = _ThreadState()
 
 
 class PendingArray(mx.nd.NDArray):
-    """A result of a deferred call: an NDArray whose handle runs its batch first."""
-    __slots__ = ("_batch", "_value", "__weakref__")
+    """A result of a deferred call: an NDArray whose handle runs its batch first.
+    Its shape, dtype and context, when known before the batch runs (`known`: a
+    graph's results, as an earlier run of it on such arguments returned them), are
+    read without running it: a later call may take it as an argument."""
+    __slots__ = ("_batch", "_value", "_known", "__weakref__")
 
-    def __init__(self, batch):   # pylint: disable=super-init-not-called
+    def __new__(cls, batch=None, known=None, handle=None, writable=True):
+        # MXNet makes a view of an array (reshape, a slice) as `type(array)(handle=...)`,
+        # once the array is computed: a plain array.
+        if handle is not None:
+            return mx.nd.NDArray(handle, writable=writable)
+        return super().__new__(cls)
+
+    def __init__(self, batch, known=None):   # pylint: disable=super-init-not-called
         # NDArray's __init__ sets the handle, which a PendingArray does not have yet.
-        self._batch, self._value, self.writable = batch, None, True
+        self._batch, self._value, self._known, self.writable = batch, None, known, True
+
+    @property
+    def shape(self):
+        return self._known[0] if self._known is not None else super().shape
+
+    @property
+    def dtype(self):
+        return self._known[1] if self._known is not None else super().dtype
+
+    @property
+    def context(self):
+        return self._known[2] if self._known is not None else super().context
 
     @property
     def handle(self):
@@ -95,22 +129,44 @@ class Batch:
     `callees` the distinct blocks called, `results` weak references to the
     PendingArrays in the order the calls return them."""
 
-    def __init__(self, batcher):
-        self.batcher = batcher
+    def __init__(self, batcher, kind):
+        self.batcher, self.kind = batcher, kind
         self.recording, self.training = autograd.is_recording(), autograd.is_training()
         self.callees, self.calls, self.results = [], [], []
         self.positions = {}    # id of a PendingArray -> its index among the results
         self.runners = []      # the runner of each deferred call of a dynamic block
         self.signatures = {}   # runner -> the Signatures its calls' walks used
         self.fresh = set()     # handles of arrays made while the batch collects
+        self._trees = None     # (callees counted, ids of the blocks in their trees)
         self.done, self.error = False, None
 
     def matches_autograd(self):
         return (self.recording, self.training) == (autograd.is_recording(),
                                                    autograd.is_training())
 
-    def add(self, block, args, output_type):
-        """Defer `block(*args)`; returns its result, made of PendingArrays."""
+    def calls_into(self, block):
+        """Whether `block` is one of the callees or below one."""
+        if self._trees is None or self._trees[0] != len(self.callees):
+            found, stack = set(), list(self.callees)
+            while stack:
+                node = stack.pop()
+                if id(node) not in found:
+                    found.add(id(node))
+                    stack.extend(node._children.values())  # pylint: disable=protected-access
+            self._trees = (len(self.callees), found)
+        return id(block) in self._trees[1]
+
+    def takes(self, batcher, kind):
+        """Whether a call of `kind` from a block batching with `batcher` may join:
+        graph calls join from any block batching with the same options (the batch
+        runs as its first block's CallBatch), recursion engine calls from its block."""
+        return self.kind == kind and self.matches_autograd() and (
+            self.batcher is batcher or
+            (kind == GRAPH_BATCH and self.batcher.options == batcher.options))
+
+    def add(self, block, args, output_type, known=None):
+        """Defer `block(*args)`; returns its result, made of PendingArrays (`known`:
+        each one's (shape, dtype, context), if known)."""
         if block not in self.callees:
             self.callees.append(block)
         arguments, earlier = [], []
@@ -123,7 +179,8 @@ class Batch:
             arguments.append(arg)
             earlier.append(int(ours))
         self.calls.append([self.callees.index(block), arguments, earlier])
-        pending = [PendingArray(self) for _ in output_type.arrays]
+        pending = [PendingArray(self, None if known is None else known[k])
+                   for k in range(len(output_type.arrays))]
         for value in pending:
             self.positions[id(value)] = len(self.results)
             self.results.append(weakref.ref(value))
@@ -160,7 +217,7 @@ class Batch:
                 pending._value = value
         # Its results may outlive it: what the calls held goes now.
         self.callees = self.calls = self.results = self.positions = self.runners = None
-        self.signatures = self.fresh = None
+        self.signatures = self.fresh = self._trees = None
 
 
     def _as_written(self, error):
@@ -184,56 +241,78 @@ class Batcher:
         self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
         self.deferred = self.batches = 0
         self.gave_up = None      # why calls are no longer batched
+        self.graphs_gave_up = None   # why graph calls are no longer batched
         self.batch_sizes = collections.deque(maxlen=SIZES_KEPT)   # calls per batch, recent
         self.flushed_by = collections.Counter()
+        self.run_at_once = collections.Counter()   # why recorded graph calls were not deferred
 
     def defer(self, runner, args):
         """`runner`'s block called on `args`, deferred into this thread's batch; or
         NOT_DEFERRED: the call runs now (after the batch, if it cannot join it)."""
-        if _state.flushing or self.gave_up or not autograd.is_recording() or \
-                not runner.batches_now():
+        if _state.flushing or self.gave_up or not autograd.is_recording():
+            return NOT_DEFERRED
+        kind = runner.batch_kind()
+        if kind is None or (kind == GRAPH_BATCH and self.graphs_gave_up):
             return NOT_DEFERRED
         if mx.util.is_np_array() or _holds_nested_pending(args):
             flush_pending("a call the batch cannot take")
             return NOT_DEFERRED
         batch = _state.batch
-        if batch is not None and (batch.batcher is not self or not batch.matches_autograd()):
+        if batch is not None and not batch.takes(self, kind):
             batch.flush("a call the batch cannot take")
-            batch = None
+        elif batch is not None and kind == GRAPH_BATCH and len(batch.calls) >= MAX_GRAPH_BATCH_CALLS:
+            batch.flush("%d calls batched" % MAX_GRAPH_BATCH_CALLS)
+        batch = _state.batch
         try:
             # The block's Python state stays as the batch's first call found it: a
             # change to a block runs the batch (install_hooks).
-            output_type, signatures = runner.recursion.output_type(
-                args, batch.signatures.get(runner) if batch is not None else None)
-        except Exception:  # noqa: BLE001 - the call runs as usual, which reports it
-            output_type = None
+            if kind == RECURSION_BATCH:
+                known = None
+                output_type, signatures = runner.recursion.output_type(
+                    args, batch.signatures.get(runner) if batch is not None else None)
+            else:
+                (output_type, known), signatures = runner.graph_output_type(args), None
+        except Exception as error:  # noqa: BLE001 - the call runs as usual, which reports it
+            output_type, known = None, "%s: %s" % (type(error).__name__, error)
         if output_type is None:
+            if kind == GRAPH_BATCH:
+                self.run_at_once[known] += 1
             flush_pending("a call the batch cannot take")
             return NOT_DEFERRED
         batch = _state.batch     # walking the call may have run the batch (a result read)
         if batch is None:
-            batch = _state.batch = Batch(self)
+            batch = _state.batch = Batch(self, kind)
         batch.signatures.setdefault(runner, signatures)
         batch.runners.append(runner)
-        return batch.add(runner.block, args, output_type)
+        return batch.add(runner.block, args, output_type, known)
 
     def run(self, batch):
         """The outputs of `batch`'s calls, flattened in order."""
-        key = tuple(callee_key(callee) for callee in batch.callees)
+        self.batches += 1
+        self.batch_sizes.append(len(batch.calls))
+        if batch.kind == GRAPH_BATCH and len(batch.calls) == 1:
+            # One graph call alone: its own graph serves it, as it would have.
+            (callee, args, _), = batch.calls
+            return flattened(batch.callees[callee](*args))
+        key = (batch.kind,) + tuple(callee_key(callee) for callee in batch.callees)
         call_batch = self._call_batches.get(key)
         if call_batch is None:
-            call_batch = self._call_batches[key] = self._new_call_batch(batch.callees)
+            call_batch = self._call_batches[key] = self._new_call_batch(batch.callees,
+                                                                        batch.kind)
             while len(self._call_batches) > CALL_BATCHES_KEPT:
                 self._call_batches.popitem(last=False)
         self._call_batches.move_to_end(key)
-        self.batches += 1
-        self.batch_sizes.append(len(batch.calls))
         with call_batch.holding(batch.callees):
             outputs = call_batch(batch.calls)
         # Run as written (profiled, or not served), the calls counted themselves.
-        if call_batch.forward.calls.last is Served.RECURSION:
-            for runner in batch.runners:
-                runner.calls.note(Served.BATCHED)
+        runner = call_batch.forward
+        if runner.calls.last in (Served.RECURSION, Served.GRAPH):
+            for callee_runner in batch.runners:
+                callee_runner.calls.note(Served.BATCHED)
+        elif runner.fallback is not None and batch.kind == GRAPH_BATCH:
+            # Said once by the CallBatch's runner; each call serves itself again.
+            for callee_runner in batch.runners:
+                callee_runner.batcher.graphs_gave_up = runner.fallback
         return outputs
 
     def give_up(self, reason):
@@ -242,22 +321,26 @@ class Batcher:
                       "error stopped a batch (%s); please report it" % reason,
                       stacklevel=user_stacklevel())
 
-    def _new_call_batch(self, callees):
+    def _new_call_batch(self, callees, kind):
         call_batch = CallBatch()
         scope_without_cycle(call_batch)
         with call_batch.holding(callees):
-            call_batch.forward = self.runner_class(call_batch, recursion_only=True,
-                                                   **self.options)
+            call_batch.forward = self.runner_class(
+                call_batch, recursion_only=kind == RECURSION_BATCH, **self.options)
         return call_batch
 
     def report(self):
         """Calls deferred, batches run, the calls of recent batches, what made
-        batches run, and how each CallBatch's calls were served."""
+        batches run, why recorded graph calls ran at once (by reason), and how each
+        CallBatch's calls were served and how many graphs each traced."""
         return {"deferred_calls": self.deferred, "batches": self.batches,
-                "gave_up": self.gave_up,
+                "gave_up": self.gave_up, "graphs_gave_up": self.graphs_gave_up,
+                "graph_calls_run_at_once": dict(self.run_at_once),
                 "batch_sizes": list(self.batch_sizes), "flushed_by": dict(self.flushed_by),
                 "call_batches": [call_batch.forward.report()["calls"]["by_kind"]
-                                 for call_batch in self._call_batches.values()]}
+                                 for call_batch in self._call_batches.values()],
+                "call_batch_traces": [call_batch.forward.tracer.traces
+                                      for call_batch in self._call_batches.values()]}
 
 
 def _holds_nested_pending(args):
@@ -334,7 +417,7 @@ def install_hooks():
     """Wrap, once per process, what must run a batch first (module doc), when the
     first block batches calls: until then MXNet's functions run unwrapped."""
     for owner, name, wrapper in (
-            [(block_class, name, flushing_before("a block changed"))
+            [(block_class, name, changing_block)
              for block_class in (gluon.Block, gluon.HybridBlock)
              for name in ("__setattr__", "__delattr__", "register_child")]
             + [(gluon.Trainer, name, flushing_before("a trainer step"))
@@ -362,24 +445,52 @@ def flushing_before(reason):
     return wrapper
 
 
+def changing_block(method):
+    """A Block method changing its attributes or children: the collecting batch runs
+    first if the block is in a tree it calls (a block made meanwhile, a loss made
+    anew at each step, cannot be seen by its calls)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        batch = pending_batch()
+        if batch is not None and batch.calls_into(self):
+            batch.flush("a block changed")
+        return method(self, *args, **kwargs)
+    return run
+
+
 def invoking(invoke):
-    """MXNet's `_imperative_invoke`: an operator writing into existing arrays (`out`)."""
+    """MXNet's `_imperative_invoke`: an operator writing into existing arrays (`out`),
+    or any operator after graph calls (flush_graph_calls)."""
     @functools.wraps(invoke)
     def run(handle, ndargs, keys, vals, out, *rest):
         if out is not None:
             flush_pending("an array written")
+        else:
+            flush_graph_calls()
         return invoke(handle, ndargs, keys, vals, out, *rest)
     return run
 
 
 def calling_cached_op(call):
-    """`CachedOp.__call__`: a graph writing into existing arrays (`out=`)."""
+    """`CachedOp.__call__`: a graph writing into existing arrays (`out=`), or any
+    graph after graph calls (flush_graph_calls)."""
     @functools.wraps(call)
     def run(self, *args, **kwargs):
         if kwargs.get("out") is not None:
             flush_pending("an array written")
+        else:
+            flush_graph_calls()
         return call(self, *args, **kwargs)
     return run
+
+
+def flush_graph_calls():
+    """A batch of graph calls runs before any other operator or graph: MXNet then
+    runs them in the order the program made them, its random draws (dropout, a
+    sampled noise) included, as imperatively."""
+    batch = _state.batch
+    if batch is not None and batch.kind == GRAPH_BATCH and not _state.flushing:
+        batch.flush("an operator run")
 
 
 def copying_from_numpy(copy):

@@ -20,8 +20,13 @@ from . import stale_gradients
 from ..timing.graph_choice import MeasuredGraphs
 from ..capturing.capture import ArgumentInput, ParameterInput, input_roles
 from ..partition.cut_graph import CutGraph
-from ..capturing.outputs import rebuild_outputs
+from ..capturing.outputs import arrays_layout, rebuild_outputs
+from ..recursion.output_type import output_type
+from .call_batch import flattened
 from ..capturing.python_state import owner_of
+
+
+RETURNED_TYPES_KEPT = 16   # argument structures whose results' types a graph keeps
 
 
 @dataclasses.dataclass
@@ -77,6 +82,35 @@ class GraphExecutor:
         self.fused_cells = []       # prefixes of the cells its recorded runs fuse
         self.stacked_weights = []   # weights whose gradients its recorded runs stack
         self._recording_op = None
+        self._returned_arrays_type = None
+        # Argument structure -> the (shape, dtype, context) of each array a run on
+        # such arguments returned (call_batching.py: results known before a run).
+        self.returned_types = {}
+
+    def returned_arrays_type(self):
+        """The OutputType of a run's result, if the forward returns arrays only (in
+        lists and tuples) and has no other effect a later line could see (state
+        written on blocks, arguments changed, running statistics updated, arrays
+        without autograd history, the numpy interface's arrays); else None."""
+        if self._returned_arrays_type is None:
+            capture, returned = self.capture, None
+            if not (capture.writes or capture.argument_writes or capture.numpy_outputs or
+                    capture.untracked_outputs or capture.conditional_parameters or
+                    capture.symbol.list_auxiliary_states()):
+                returned = arrays_layout(capture.out_format)
+            self._returned_arrays_type = (False if returned is None else
+                                          output_type(returned[0], [((), None)] * returned[1]))
+        return self._returned_arrays_type or None
+
+    def note_returned(self, structure, result):
+        """Keeps the types of the arrays `result` (a run's, on arguments of
+        `structure`) holds, if the forward returns arrays only; its shapes do not
+        depend on the data (no boolean_mask)."""
+        if not self._waits and structure not in self.returned_types and \
+                len(self.returned_types) < RETURNED_TYPES_KEPT and \
+                self.returned_arrays_type() is not None:
+            self.returned_types[structure] = [(array.shape, array.dtype, array.context)
+                                              for array in flattened(result)]
 
     def run(self, block, args):
         capture = self.capture

@@ -24,7 +24,7 @@ from .executor import GraphExecutor
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
-from .call_batching import NOT_DEFERRED, Batcher
+from .call_batching import GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher
 from .served import CallCounts, Served
 from ..timing.speed_check import GRAPH, PYTHON, SpeedCheck
 from ..conversion.transpiler import as_converted, as_written, convert_block, running_as_written
@@ -139,12 +139,41 @@ class BlockRunner:
         with truth_probes.profiling_as_written(self.profile):
             return self._written(args)
 
-    def batches_now(self):
-        """Whether a call may join a batch (call_batching.py): the recursion engine
-        serves the block (it served a call already) and no call of it runs."""
-        return self.batcher is not None and not self.running and self.fallback is None \
-            and self.segments is None and self.recursion is not None \
-            and self.recursion.serving and self.recursion.served > 0
+    def batch_kind(self):
+        """How a call may join a batch (call_batching.py), or None: no call of the
+        block runs, and the recursion engine serves it (it served a call already),
+        or its graphs do (its latest call ran on one)."""
+        if self.batcher is None or self.running or self.fallback is not None \
+                or self.segments is not None:
+            return None
+        if self.recursion is not None and self.recursion.serving:
+            return RECURSION_BATCH if self.recursion.served > 0 else None
+        if self.calls.last in (Served.GRAPH, Served.BATCHED) and \
+                not self.speed_check.serves_python():
+            return GRAPH_BATCH
+        return None
+
+    def graph_output_type(self, args):
+        """(The OutputType of the block's result on `args`, each array's (shape,
+        dtype, context)) when a cached graph serves them, has run on such arguments,
+        and returns arrays (in lists and tuples) with no other effect: no state kept
+        on blocks, no argument changed; else (None, why not)."""
+        try:
+            layout = arguments.ArgumentLayout(args)
+        except arguments.Unsupported as error:
+            return None, str(error)
+        executor = self.cache.peek(key_for(self.block, autograd.is_training(), layout,
+                                           self.ladder, self.tracer.unkeyed_paths))
+        if executor is None:
+            return None, "no graph for these arguments yet"
+        returned = executor.returned_arrays_type()
+        if returned is None:
+            return None, ("its graph has effects besides the arrays it returns (state kept "
+                          "on blocks, arguments changed, running statistics updated)")
+        types = executor.returned_types.get(layout.structure)
+        if types is None:
+            return None, "its graph has not run on arguments of these shapes yet"
+        return returned, types
 
     def served_on_graphs(self):
         """Whether the latest call ran on graphs (or graph segments)."""
@@ -181,7 +210,7 @@ class BlockRunner:
         key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
         executor = self.cache.get(key)
         if executor is not None:
-            return self._serve(executor, args)
+            return self._returning(executor, layout, self._serve(executor, args))
         calls = self.calls.total + 1
         if self.cache.misses > MISSES_BEFORE_GIVING_UP and self.cache.misses > calls / 2:
             return self._fall_back(
@@ -214,7 +243,14 @@ class BlockRunner:
         # The trace's shape reads may close dims the key left open: key it afresh.
         self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
-        return self._run(executor, args)
+        return self._returning(executor, layout, self._run(executor, args))
+
+    def _returning(self, executor, layout, result):
+        """`result`, which `executor`'s graph returned for arguments of `layout`
+        (its types kept for the block's later calls to be batched with others)."""
+        if self.batcher is not None and self.calls.last is Served.GRAPH:
+            executor.note_returned(layout.structure, result)
+        return result
 
     def _serve(self, executor, args):
         """The call through the graph or as written, as the speed check says (timing

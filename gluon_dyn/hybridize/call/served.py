@@ -8,7 +8,8 @@ class Served(enum.Enum):
     PROFILING = "profiled: run as written while tensor predicates are recorded"
     GRAPH = "a graph"
     RECURSION = "the recursion engine: compiled bodies, nodes batched"
-    BATCHED = "the recursion engine, with the other calls of its batch (batch_calls=True)"
+    BATCHED = ("with the other recorded calls of its step, as one call (batch_calls=True): on the "
+               "recursion engine, or as one graph")
     GUARD_FAILED = "as written: a guard failed in the graph's run"
     SPEED_CHECK = "as written: timed against the graph, or measured faster than it"
     FALLBACK = "as written: the block runs as Python"

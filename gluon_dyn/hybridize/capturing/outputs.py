@@ -101,6 +101,21 @@ def holds_alias(template):
     return isinstance(template, dict) and any(holds_alias(item) for item in template.values())
 
 
+def arrays_layout(template):
+    """(layout, count) of a template made of graph outputs only, in plain lists and
+    tuples (recursion/output_type.py's layout: None for one array, else (list or
+    tuple, (layout per item, ...))), or None for any other value."""
+    if type(template) is _Output:
+        return None, 1
+    if type(template) in (list, tuple) and template:
+        items = [arrays_layout(item) for item in template]
+        if any(item is None for item in items):
+            return None
+        return ((type(template), tuple(layout for layout, _ in items)),
+                sum(count for _, count in items))
+    return None
+
+
 def rebuild_outputs(template, results, mutables=()):
     """A value from its template, the graph's outputs and the call's mutable arguments."""
     if isinstance(template, _Output):

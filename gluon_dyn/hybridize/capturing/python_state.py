@@ -47,6 +47,16 @@ def python_state(block, unkeyed=frozenset()):
     """The Python values a forward may branch on: those of the block tree (but the
     attribute paths in `unkeyed`, which graphs take as inputs), and the
     module-level values converted code reads."""
+    child_key = getattr(block, "child_key", None)
+    if child_key is not None:
+        # A block whose children change between calls and whose forward only calls
+        # them (a CallBatch): each child by its `child_key` (a loss made anew at each
+        # step is the same loss) and its tree by its own walk, kept with it and
+        # walked again only where it changed. Every state path is keyed: the unkeyed
+        # ones are the block's own paths through its children.
+        return tuple(item for name, child in block._children.items()
+                     for item in ((name, ("block", child_key(child))),) +
+                     _walked_tree(child).key_items(frozenset())) + global_state()
     return _walked_tree(block).key_items(unkeyed) + global_state()
 
 
