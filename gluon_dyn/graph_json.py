@@ -14,6 +14,31 @@ def load_symbol(graph):
     return mx.sym.load_json(json.dumps(dict(graph, attrs=_VERSION_STAMP)))
 
 
+def with_unique_names(symbol):
+    """`symbol` with every operator node named apart (in nested subgraphs too): a
+    HybridBlock called twice in one trace names each call's operators alike (Gluon
+    numbers them per name scope), and code that finds values by a node's name (a
+    graph cut around a boolean_mask, cut_graph.py) would confuse them."""
+    graph = json.loads(symbol.tojson())
+    taken = set()
+    renamed = []
+
+    def visit(nodes):
+        for each in nodes:
+            if each["op"] != "null":
+                name, number = each["name"], 1
+                while name in taken:
+                    name, number = "%s_%d" % (each["name"], number), number + 1
+                if name != each["name"]:
+                    renamed.append(each["name"])
+                    each["name"] = name
+                taken.add(name)
+            for subgraph in each.get("subgraphs", ()):
+                visit(subgraph["nodes"])
+    visit(graph["nodes"])
+    return load_symbol(graph) if renamed else symbol
+
+
 def node(op, name, inputs, **attrs):
     """A JSON node dict; inputs are [node index or node dict, output, 0] entries."""
     return {"op": op, "name": name, "inputs": inputs, "attrs": attrs}

@@ -189,3 +189,35 @@ def test_yolo3_detections_equal_imperative_bit_for_bit():
         for got, expected in zip(dynamic(x), imperative(x)):
             assert np.array_equal(got.asnumpy(), expected.asnumpy(), equal_nan=True), call
     assert calls_on_graphs(dynamic) == 4
+
+
+class KeepsPositive(gluon.HybridBlock):
+    """A list appended to under a tensor `if` and stacked: its graph cut around the
+    boolean_mask that keeps the present elements."""
+
+    def hybrid_forward(self, F, x):
+        kept = [x]
+        if F.sum(x) > 0:
+            kept.append(x * 2)
+        return F.sum(F.stack(*kept), axis=0)
+
+
+class CallsItsChildThrice(gluon.Block):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.child = KeepsPositive()
+
+    def forward(self, x):
+        return [self.child(x), self.child(-x), self.child(x * 0.25)]
+
+
+def test_a_hybrid_child_called_thrice_in_one_graph_gives_each_call_its_own_result():
+    """Gluon names the operators of each call of a HybridBlock alike; the graph
+    cut around each call's boolean_mask took them for one another, and every call
+    returned the last one's values."""
+    imperative, dynamic = twins(CallsItsChildThrice, speculate=False, check_speed=False)
+    for seed in range(4):
+        x = mx.nd.array(np.random.RandomState(seed).randn(3, 4) + 0.5)
+        assert_same(dynamic(x), imperative(x), "call %d" % seed)
+    assert calls_on_graphs(dynamic) == 4

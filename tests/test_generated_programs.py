@@ -93,6 +93,10 @@ def test_regression(name):
 # ControlFlowError (the `if` now runs as Python). program_92282282_123314837_breaks:
 # the graph part before a graph break handed on a variable the break assigns first,
 # unassigned where a tensor `if` had not set it (UnboundLocalError).
+# program_932036111_224670943_steps (calls as training steps, batched): a HybridBlock
+# called three times in one graph named each call's operators alike, and the graph
+# cut around the boolean_mask of a conditionally appended list wired every call's
+# result to the last call's values (graph_json.with_unique_names).
 FUZZER_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing", "regressions")
 
 

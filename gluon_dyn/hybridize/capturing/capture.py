@@ -425,7 +425,7 @@ class Tracer:
         if not heads:
             raise tracing.FallbackRequired("it computes no array (only Python values)",
                                            self.where)
-        graph = mx.sym.Group(heads)
+        graph = graph_json.with_unique_names(mx.sym.Group(heads))
         _finish_deferred_initialization(graph, trace.shapes, params)
         captured = {var.name: CapturedInput(array) for var, array in trace.captured.values()}
         inputs, hidden = [], None
