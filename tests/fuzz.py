@@ -4,11 +4,12 @@ The seed is random unless FUZZ_SEED gives it; it is printed first, so that a run
 can be repeated (FUZZ_SEED=S: the same programs in the same order) even when it
 does not finish. A quarter of the programs are of the graph-break family
 (programs.generate(breaks=True): host reads and data-dependent masks in the
-middle of graph code). A share of the programs (STEPS_SHARE) run their calls as
-training steps of three calls and a loss on each result, batched (batch_calls=True:
-differential.STEP_OPTIONS). A share of the cases (RECURSION_SHARE) are streams of new
-trees through the recursion engine (fuzzing/recursion_streams.py), counted
-apart; a stream that disagrees is written to fuzz-failures/ with its seed.
+middle of graph code). A share of the programs (STEPS_SHARE), keeping no state on
+their block, run their calls as training steps of three calls and a loss on each
+result, batched (batch_calls=True: differential.STEP_OPTIONS). A share of the
+cases (RECURSION_SHARE) are streams of new trees through the recursion engine
+(fuzzing/recursion_streams.py), counted apart; a stream that disagrees is written
+to fuzz-failures/ with its seed.
 
 Ends with one line: "fuzz: seed S, N programs checked in X minutes, P% of programs
 and M% of calls after profiling on graphs, K disagreed; R recursion streams (...),
@@ -54,7 +55,8 @@ def main():
         program_seed, call_seed = differential.random_case(rng)
         breaks = rng.random() < BREAKS_SHARE
         steps = rng.random() < STEPS_SHARE
-        program = programs.generate(program_seed, breaks)
+        # A step's calls are deferred only where they keep no state on the block.
+        program = programs.generate(program_seed, breaks, state=not steps)
         outcome = differential.check(program, call_seed, steps=steps)
         coverage.add(outcome)
         if outcome.problem:

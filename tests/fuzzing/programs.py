@@ -70,10 +70,10 @@ class Generator:
     positions read into a Python list that index arrays and the list (both kept in
     the graph: hybridize/capturing/host_values.py); and keep the rows of a tensor a
     data-dependent mask selects (boolean_mask: a shape known only once the graph
-    runs)."""
+    runs). Without `state`, no statement keeps state on the block."""
 
-    def __init__(self, rng, breaks=False):
-        self.rng, self.breaks = rng, breaks
+    def __init__(self, rng, breaks=False, state=True):
+        self.rng, self.breaks, self.state = rng, breaks, state
 
     def program(self):
         hybrid = self.rng.random() < 0.3
@@ -101,7 +101,8 @@ class Generator:
     def statement(self, depth, in_loop):
         if self.breaks and self.rng.random() < 0.1:
             return self.host_read(depth, in_loop)
-        choices = ["assign", "assign", "assign", "helper", "append", "state", self.idiom()]
+        choices = ["assign", "assign", "assign", "helper", "append"] + \
+            (["state"] if self.state else []) + [self.idiom()]
         if depth < MAX_DEPTH:
             choices += ["if_tensor", "if_tensor", "if_python", "while", "for_range", "for_rows"]
         if in_loop:
@@ -289,8 +290,10 @@ def _render(statement, level, lines, loop_depth):
         _render_block(body, level + 1, lines, loop_depth + 1)
 
 
-def generate(seed, breaks=False):
-    return Generator(random.Random(seed), breaks).program()
+def generate(seed, breaks=False, state=True):
+    """The program of `seed`; without `state`, one that keeps nothing on its block
+    (no `self.count`/`self.state` updates: batched training steps defer its calls)."""
+    return Generator(random.Random(seed), breaks, state).program()
 
 
 def shrink_candidates(program):

@@ -260,7 +260,8 @@ class Batcher:
         batch = _state.batch
         if batch is not None and not batch.takes(self, kind):
             batch.flush("a call the batch cannot take")
-        elif batch is not None and kind == GRAPH_BATCH and len(batch.calls) >= MAX_GRAPH_BATCH_CALLS:
+        elif batch is not None and kind == GRAPH_BATCH and \
+                len(batch.calls) >= MAX_GRAPH_BATCH_CALLS:
             batch.flush("%d calls batched" % MAX_GRAPH_BATCH_CALLS)
         batch = _state.batch
         try:
