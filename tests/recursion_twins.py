@@ -80,24 +80,37 @@ class Total(gluon.HybridBlock):
         return F.sum(x)
 
 
-def run_batch(block, argument_sets):
+def run_batch(block, argument_sets, targets=None):
     """Outputs, parameter gradients and input vector gradients of one training step
-    calling `block` once per argument set, a Total applied to each output."""
+    calling `block` once per argument set, a Total applied to each output, or with
+    `targets` (an array per call) Gluon's L2Loss (rowwise_losses.py merges them)."""
     vectors = [vector for args in argument_sets for vector in input_vectors(args)]
     for vector in vectors:
         vector.attach_grad()
-    total = Total()
+    total, l2 = Total(), gluon.loss.L2Loss()
     with autograd.record():
         outs = [block(*args) for args in argument_sets]
-        loss = mx.nd.add_n(*[total(out) for out in outs])
+        if targets is None:
+            loss = mx.nd.add_n(*[total(out) for out in outs])
+        else:
+            values = [l2(out, target) for out, target in zip(outs, targets)]
+            loss = mx.nd.add_n(*[value.sum() for value in values])
     loss.backward()
     params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
               for name, p in block.collect_params().items()}
     return [out.asnumpy() for out in outs], params, [v.grad.asnumpy().copy() for v in vectors]
 
 
-def assert_same_batch(imperative, dynamic, argument_sets):
-    assert_same_results(run_batch(imperative, argument_sets), run_batch(dynamic, argument_sets))
+def assert_same_batch(imperative, dynamic, argument_sets, stock_loss=False):
+    """`stock_loss`: the step's loss is L2Loss against targets of the outputs' shapes
+    (taken from the imperative block), else a Total."""
+    targets = None
+    if stock_loss:
+        with autograd.pause():
+            targets = [mx.nd.array(np.full(imperative(*args).shape, 0.5))
+                       for args in argument_sets]
+    assert_same_results(run_batch(imperative, argument_sets, targets),
+                        run_batch(dynamic, argument_sets, targets))
 
 
 def trees(seed, count, leaves=(2, 12), arity=2, vectors=False):

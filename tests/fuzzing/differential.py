@@ -85,6 +85,7 @@ def calls_for(seed, count=CALLS, steps=False):
              for _ in range(count)]
     for call in calls if steps else ():
         call["step"] = True
+        call["loss"] = rng.choice(("squared sum", "l2"))
     return calls
 
 
@@ -107,6 +108,11 @@ class Outcome:
     @property
     def batched_calls(self):
         return self.report["calls"]["by_kind"]["batched"] if self.report else 0
+
+    @property
+    def merged_losses(self):
+        batched = self.report.get("batched_calls") if self.report else None
+        return batched["loss_calls_merged"] if batched else 0
 
     @property
     def ended_on_graph(self):
@@ -205,7 +211,16 @@ def _run(block, call, move=None):
                 # later ones join a batch with the losses on their results, which
                 # the `+` runs.
                 out, again, third = block(x, limit), block(half, limit), block(quarter, limit)
-                total = loss(again) + loss(third) + loss(out)
+                if call.get("loss") == "l2":
+                    # Gluon's L2Loss on each result: the batch makes them one call
+                    # on their rows (rowwise_losses.py). Targets made from NumPy, and
+                    # shapes known before the batch runs, do not run it.
+                    l2 = gluon.loss.L2Loss()
+                    values = [l2(value, mx.nd.array(np.full(value.shape, 0.5)))
+                              for value in (again, third, out)]
+                    total = mx.nd.add_n(*[value.sum() for value in values])
+                else:
+                    total = loss(again) + loss(third) + loss(out)
                 outputs = (out, again, third, total)
             else:
                 total = out = block(x, limit)
@@ -287,6 +302,7 @@ class Coverage:
     def __init__(self):
         self.programs = self.disagreed = self.ended_on_graph = self.ill_conditioned = 0
         self.calls_after_profiling = self.graph_calls = self.batched_calls = 0
+        self.merged_losses = 0
 
     def add(self, outcome):
         self.programs += 1
@@ -296,6 +312,7 @@ class Coverage:
         self.calls_after_profiling += outcome.calls_after_profiling
         self.graph_calls += outcome.graph_calls
         self.batched_calls += outcome.batched_calls
+        self.merged_losses += outcome.merged_losses
 
     @property
     def program_share(self):
@@ -307,9 +324,10 @@ class Coverage:
 
     def summary(self):
         return ("%.0f%% of programs and %.0f%% of calls after profiling on graphs (%d in "
-                "batches' graphs), %d disagreed (%d stopped at an ill-conditioned call)" % (
+                "batches' graphs, %d loss calls merged by rows), %d disagreed (%d stopped at "
+                "an ill-conditioned call)" % (
                     100 * self.program_share, 100 * self.call_share, self.batched_calls,
-                    self.disagreed, self.ill_conditioned))
+                    self.merged_losses, self.disagreed, self.ill_conditioned))
 
 
 def shrink(program, call_seed, until=None, steps=False):

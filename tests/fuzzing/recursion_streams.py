@@ -41,6 +41,7 @@ class StreamOutcome:
     calls: int           # calls of the model compared
     served: int          # calls the recursion engine served (batched calls included)
     batched: bool = False   # a stream whose training steps batch their calls
+    merged: int = 0      # loss calls made one call on their rows (rowwise_losses.py)
     problem: str = None  # how the dynamic model differed or failed
 
 
@@ -73,6 +74,7 @@ def check(seed):
     groups_only = bool(rng.uniform() < 0.5)
     calls, training_share = rng.randint(8, 31), rng.uniform(0.2, 0.6)
     batched = seed % 4 == 1
+    stock_loss = seed % 8 == 5    # half the batched streams: L2Loss, merged by rows
     outcome = StreamOutcome(model.__name__, groups_only, 0, 0, batched)
     sightings = program_cache.SIGHTINGS
     if groups_only:
@@ -90,7 +92,7 @@ def check(seed):
                                           if batched and train else [])
                 try:
                     if batched and train:
-                        assert_same_batch(imperative, dynamic, argument_sets)
+                        assert_same_batch(imperative, dynamic, argument_sets, stock_loss)
                     else:
                         assert_same(imperative, dynamic, args, train)
                 except Exception as error:  # noqa: BLE001 - the stream's finding
@@ -103,7 +105,9 @@ def check(seed):
                     for trainer in trainers:
                         trainer.step(1, ignore_stale_grad=True)
                     _share_parameters(imperative, dynamic)
-        by_kind = gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]
+        report = gluon_dyn.hybridize.report(dynamic)
+        by_kind = report["calls"]["by_kind"]
+        outcome.merged = (report["batched_calls"] or {}).get("loss_calls_merged", 0)
         outcome.served = by_kind["recursion"] + by_kind["batched"]
     finally:
         program_cache.SIGHTINGS = sightings
@@ -125,14 +129,16 @@ class StreamCoverage:
     """What the streams of a run covered: streams, calls, calls the engine served."""
 
     def __init__(self):
-        self.streams = self.calls = self.served = self.disagreed = 0
+        self.streams = self.calls = self.served = self.disagreed = self.merged = 0
 
     def add(self, outcome):
         self.streams += 1
         self.calls += outcome.calls
         self.served += outcome.served
+        self.merged += outcome.merged
         self.disagreed += outcome.problem is not None
 
     def summary(self):
-        return ("%d recursion streams (%d calls, %d served by the recursion engine), "
-                "%d disagreed" % (self.streams, self.calls, self.served, self.disagreed))
+        return ("%d recursion streams (%d calls, %d served by the recursion engine, %d loss "
+                "calls merged by rows), %d disagreed" % (self.streams, self.calls, self.served,
+                                                          self.merged, self.disagreed))

@@ -48,6 +48,7 @@ from mxnet import autograd, gluon
 
 from ...origin import user_stacklevel
 from .call_batch import CallBatch, Callees, callee_key, flattened
+from .rowwise_losses import Merger
 from .served import Served
 from ..capturing.weak_binding import scope_without_cycle
 
@@ -133,6 +134,8 @@ class Batch:
         self.batcher, self.kind = batcher, kind
         self.recording, self.training = autograd.is_recording(), autograd.is_training()
         self.callees, self.calls, self.results = [], [], []
+        self.counts = []       # per call: how many results it returns
+        self.types = []        # per result: its expected (shape, dtype), or None
         self.positions = {}    # id of a PendingArray -> its index among the results
         self.runners = []      # the runner of each deferred call of a dynamic block
         self.signatures = {}   # runner -> the Signatures its calls' walks used
@@ -164,9 +167,11 @@ class Batch:
             self.batcher is batcher or
             (kind == GRAPH_BATCH and self.batcher.options == batcher.options))
 
-    def add(self, block, args, output_type, known=None):
+    def add(self, block, args, output_type, known=None, expected=False):
         """Defer `block(*args)`; returns its result, made of PendingArrays (`known`:
-        each one's (shape, dtype, context), if known)."""
+        each one's (shape, dtype, context), if known; `expected`: whether
+        `output_type`'s shapes are those of this call, as the recursion engine's
+        are, which rowwise_losses.py may merge by)."""
         if block not in self.callees:
             self.callees.append(block)
         arguments, earlier = [], []
@@ -184,6 +189,10 @@ class Batch:
         for value in pending:
             self.positions[id(value)] = len(self.results)
             self.results.append(weakref.ref(value))
+        self.counts.append(len(pending))
+        self.types.extend(known[k][:2] if known is not None else
+                          output_type.arrays[k] if expected else None
+                          for k in range(len(pending)))
         self.batcher.deferred += 1
         return output_type.structure(pending)
 
@@ -217,6 +226,7 @@ class Batch:
                 pending._value = value
         # Its results may outlive it: what the calls held goes now.
         self.callees = self.calls = self.results = self.positions = self.runners = None
+        self.counts = self.types = None
         self.signatures = self.fresh = self._trees = None
 
 
@@ -240,6 +250,8 @@ class Batcher:
         self.options, self.runner_class = options, runner_class
         self._call_batches = collections.OrderedDict()   # callee ids -> CallBatch
         self.deferred = self.batches = 0
+        self.merger = Merger()
+        self.merged_calls = 0    # loss calls run in a call on many calls' rows
         self.gave_up = None      # why calls are no longer batched
         self.graphs_gave_up = None   # why graph calls are no longer batched
         self.batch_sizes = collections.deque(maxlen=SIZES_KEPT)   # calls per batch, recent
@@ -285,7 +297,8 @@ class Batcher:
             batch = _state.batch = Batch(self, kind)
         batch.signatures.setdefault(runner, signatures)
         batch.runners.append(runner)
-        return batch.add(runner.block, args, output_type, known)
+        return batch.add(runner.block, args, output_type, known,
+                         expected=kind == RECURSION_BATCH)
 
     def run(self, batch):
         """The outputs of `batch`'s calls, flattened in order."""
@@ -295,16 +308,21 @@ class Batcher:
             # One graph call alone: its own graph serves it, as it would have.
             (callee, args, _), = batch.calls
             return flattened(batch.callees[callee](*args))
-        key = (batch.kind,) + tuple(callee_key(callee) for callee in batch.callees)
+        merge = self.merger.merge(batch.callees, batch.calls, batch.counts, batch.types)
+        callees, calls = (batch.callees, batch.calls) if merge is None else \
+            (merge.callees, merge.calls)
+        key = (batch.kind,) + tuple(callee_key(callee) for callee in callees)
         call_batch = self._call_batches.get(key)
         if call_batch is None:
-            call_batch = self._call_batches[key] = self._new_call_batch(batch.callees,
-                                                                        batch.kind)
+            call_batch = self._call_batches[key] = self._new_call_batch(callees, batch.kind)
             while len(self._call_batches) > CALL_BATCHES_KEPT:
                 self._call_batches.popitem(last=False)
         self._call_batches.move_to_end(key)
-        with call_batch.holding(batch.callees):
-            outputs = call_batch(batch.calls)
+        with call_batch.holding(callees):
+            outputs = call_batch(calls)
+        if merge is not None:
+            outputs = merge.check(outputs)
+            self.merged_calls += merge.merged
         # Run as written (profiled, or not served), the calls counted themselves.
         runner = call_batch.forward
         if runner.calls.last in (Served.RECURSION, Served.GRAPH):
@@ -338,6 +356,7 @@ class Batcher:
                 "gave_up": self.gave_up, "graphs_gave_up": self.graphs_gave_up,
                 "graph_calls_run_at_once": dict(self.run_at_once),
                 "batch_sizes": list(self.batch_sizes), "flushed_by": dict(self.flushed_by),
+                "loss_calls_merged": self.merged_calls,
                 "call_batches": [call_batch.forward.report()["calls"]["by_kind"]
                                  for call_batch in self._call_batches.values()],
                 "call_batch_traces": [call_batch.forward.tracer.traces

@@ -52,11 +52,14 @@ def python_state(block, unkeyed=frozenset()):
         # A block whose children change between calls and whose forward only calls
         # them (a CallBatch): each child by its `child_key` (a loss made anew at each
         # step is the same loss) and its tree by its own walk, kept with it and
-        # walked again only where it changed. Every state path is keyed: the unkeyed
-        # ones are the block's own paths through its children.
+        # walked again only where it changed, its paths prefixed with the child's
+        # name (two losses both have a `_weight`). Every state path is keyed: the
+        # unkeyed ones are the block's own paths through its children.
         return tuple(item for name, child in block._children.items()
-                     for item in ((name, ("block", child_key(child))),) +
-                     _walked_tree(child).key_items(frozenset())) + global_state()
+                     for item in ((name, ("block", child_key(child))),) + tuple(
+                         ("%s.%s" % (name, path), value)
+                         for path, value in _walked_tree(child).key_items(frozenset()))) \
+            + global_state()
     return _walked_tree(block).key_items(unkeyed) + global_state()
 
 
