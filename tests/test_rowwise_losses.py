@@ -58,13 +58,15 @@ def tree_step(block, trainer, calls, losses):
             [vector.grad.asnumpy() for vector in vectors])
 
 
-def run_tree_steps(losses, sizes):
-    """Steps of calls on `sizes[k]` trees each, as written and batched; returns the
-    batched block."""
+def run_tree_steps(losses, sizes, steps=STEPS):
+    """Steps of calls on `sizes[k]` trees each (`sizes`: a list, or a function of
+    the step giving one), as written and batched; returns the batched block."""
     blocks = pair(programs.TreeRNN, check_speed=False, batch_calls=True)
     trainers = [gluon.Trainer(block.collect_params(), "sgd", {"learning_rate": 0.1})
                 for block in blocks]
-    for step in range(STEPS):
+    sizes_of = sizes if callable(sizes) else lambda step: sizes
+    for step in range(steps):
+        sizes = sizes_of(step)
         forest = trees(300 + step, sum(sizes), leaves=(2, 8), vectors=True)
         calls = [forest[sum(sizes[:k]):sum(sizes[:k + 1])] for k in range(len(sizes))]
         expected, got = [tree_step(block, trainer, calls, losses)
@@ -88,6 +90,19 @@ def test_a_steps_per_tree_losses_run_as_one_loss_call_as_written():
 def test_calls_of_unequal_rows_get_their_own_rows_back():
     block = run_tree_steps(per_call(SCE), [2, 1, 3, 1])
     assert per_batch(block, 8, 4)
+
+
+def test_steps_of_other_calls_keep_one_merged_loss_and_its_batches_block():
+    """Trees per call and calls per step change from step to step: the rows are an
+    argument of the merged loss, so the step's calls keep one CallBatch (its
+    recursion engine traces per signature), served once profiled."""
+    shapes = [[1, 2], [2, 1, 1], [1, 1, 1, 1], [3, 1], [1, 2, 1], [2, 2]]
+    block = run_tree_steps(per_call(SCE), lambda step: shapes[step % len(shapes)], steps=14)
+    report = gluon_dyn.hybridize.report(block)["batched_calls"]
+    served = report["call_batches"][-1]
+    # The first partial batches (a loss alone) ran on CallBatches of their own.
+    assert served["profiling"] + served["recursion"] >= 12 and served["recursion"] >= 8
+    assert merged(block) >= sum(len(shape) for shape in shapes)
 
 
 def test_a_call_reading_a_loss_result_runs_after_the_losses_before_it():

@@ -129,9 +129,12 @@ class SentimentTraining(trainkit.Training):
     def step(self, index, rng):
         rows = self.workers.share(list(datasets.epoch_batch(len(self.train_trees), self.args.batch_size,
                                                    index, self.args.seed)))
+        # The step's labels as one array, a row per tree.
+        labels = trainkit.batch_array(self.train_labels[rows])
+        labels = [labels[k:k + 1] for k in range(len(rows))]
         with autograd.record():
-            losses = [self.loss(self.net(self.train_trees[row]),
-                                trainkit.batch_array(self.train_labels[row:row + 1])) for row in rows]
+            losses = [self.loss(self.net(self.train_trees[row]), label)
+                      for row, label in zip(rows, labels)]
             loss = mx.nd.add_n(*losses)
         loss.backward()
         self.trainer.step(len(rows))

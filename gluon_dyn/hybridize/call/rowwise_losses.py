@@ -34,24 +34,29 @@ from .call_batch import callee_key
 ROWWISE_LOSSES = (gluon.loss.SoftmaxCrossEntropyLoss, gluon.loss.L2Loss, gluon.loss.L1Loss,
                   gluon.loss.SigmoidBinaryCrossEntropyLoss, gluon.loss.HuberLoss,
                   gluon.loss.HingeLoss, gluon.loss.SquaredHingeLoss, gluon.loss.LogisticLoss)
-MERGED_KEPT = 16     # merged losses kept per batcher: one per (loss, rows of its calls)
+MERGED_KEPT = 16     # merged losses kept per batcher: one per loss
 
 
 class RowwiseLoss(gluon.HybridBlock):
     """`loss` applied to the rows of several calls' (pred, label) at once: takes
-    pred and label of each call in turn, returns each call's result."""
+    pred and label of each call in turn, then the calls' rows (a tuple: a Python
+    value of the call, which its graphs are traced for), returns each call's
+    result. One block per loss, whatever the calls: a CallBatch is kept per set of
+    callees, and a step whose calls vary (trees per call, calls per step) keeps
+    one CallBatch."""
 
-    def __init__(self, loss, rows):
+    def __init__(self, loss):
         super().__init__(prefix="rowwise_")
-        self.loss, self.rows = loss, tuple(rows)
+        self.loss = loss
 
     def hybrid_forward(self, F, *arrays):   # pylint: disable=arguments-differ
+        arrays, rows = arrays[:-1], arrays[-1]
         result = self.loss(F.concat(*arrays[0::2], dim=0), F.concat(*arrays[1::2], dim=0))
-        if len(set(self.rows)) == 1:
-            return list(F.split(result, num_outputs=len(self.rows), axis=0))
-        ends = [sum(self.rows[:k + 1]) for k in range(len(self.rows))]
-        return [F.slice_axis(result, axis=0, begin=end - rows, end=end)
-                for rows, end in zip(self.rows, ends)]
+        if len(set(rows)) == 1:
+            return list(F.split(result, num_outputs=len(rows), axis=0))
+        ends = [sum(rows[:k + 1]) for k in range(len(rows))]
+        return [F.slice_axis(result, axis=0, begin=end - count, end=end)
+                for count, end in zip(rows, ends)]
 
 
 def _rows(block, types):
@@ -94,8 +99,9 @@ class Merge:
 
 
 class Merger:
-    """The merged losses of one batcher, kept by (loss, rows): a CallBatch's graphs
-    are keyed by its callees, so a step's merged loss is the same block each step."""
+    """The merged losses of one batcher, kept by loss (callee_key): a CallBatch's
+    graphs are keyed by its callees, so a step's merged loss is the same block at
+    every step."""
 
     def __init__(self):
         self._kept = collections.OrderedDict()
@@ -144,10 +150,11 @@ class Merger:
                 callee, results = calls[entry[0]][0], range(firsts[entry[0]],
                                                              firsts[entry[0]] + counts[entry[0]])
             else:
-                block = self._block(callees[calls[entry[0]][0]],
-                                    [rows_of[index] for index in entry])
+                block = self._block(callees[calls[entry[0]][0]])
                 if block not in new_callees:
                     new_callees.append(block)
+                args.append(tuple(rows_of[index] for index in entry))
+                earlier.append(0)
                 callee, results = new_callees.index(block), [firsts[index] for index in entry]
             new_calls.append([callee, args, earlier])
             for result in results:
@@ -156,11 +163,11 @@ class Merger:
         return Merge(new_callees, new_calls, order, checks,
                      sum(len(entry) for entry in entries if len(entry) > 1))
 
-    def _block(self, loss, rows):
-        key = (callee_key(loss), tuple(rows))
+    def _block(self, loss):
+        key = callee_key(loss)
         block = self._kept.get(key)
         if block is None:
-            block = self._kept[key] = RowwiseLoss(loss, rows)
+            block = self._kept[key] = RowwiseLoss(loss)
             while len(self._kept) > MERGED_KEPT:
                 self._kept.popitem(last=False)
         self._kept.move_to_end(key)
