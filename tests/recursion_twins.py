@@ -83,17 +83,18 @@ class Total(gluon.HybridBlock):
 def run_batch(block, argument_sets, targets=None):
     """Outputs, parameter gradients and input vector gradients of one training step
     calling `block` once per argument set, a Total applied to each output, or with
-    `targets` (an array per call) Gluon's L2Loss (rowwise_losses.py merges them)."""
+    `targets` (an array per call) Gluon's SigmoidBinaryCrossEntropyLoss, whose
+    gradients stay within 1 as a Total's do (rowwise_losses.py merges its calls)."""
     vectors = [vector for args in argument_sets for vector in input_vectors(args)]
     for vector in vectors:
         vector.attach_grad()
-    total, l2 = Total(), gluon.loss.L2Loss()
+    total, bce = Total(), gluon.loss.SigmoidBinaryCrossEntropyLoss()
     with autograd.record():
         outs = [block(*args) for args in argument_sets]
         if targets is None:
             loss = mx.nd.add_n(*[total(out) for out in outs])
         else:
-            values = [l2(out, target) for out, target in zip(outs, targets)]
+            values = [bce(out, target) for out, target in zip(outs, targets)]
             loss = mx.nd.add_n(*[value.sum() for value in values])
     loss.backward()
     params = {name[len(block.prefix):]: p.grad().asnumpy().copy()
@@ -102,8 +103,8 @@ def run_batch(block, argument_sets, targets=None):
 
 
 def assert_same_batch(imperative, dynamic, argument_sets, stock_loss=False):
-    """`stock_loss`: the step's loss is L2Loss against targets of the outputs' shapes
-    (taken from the imperative block), else a Total."""
+    """`stock_loss`: the step's loss is Gluon's SigmoidBCE against targets of the
+    outputs' shapes (taken from the imperative block), else a Total."""
     targets = None
     if stock_loss:
         with autograd.pause():

@@ -85,7 +85,7 @@ def calls_for(seed, count=CALLS, steps=False):
              for _ in range(count)]
     for call in calls if steps else ():
         call["step"] = True
-        call["loss"] = rng.choice(("squared sum", "l2"))
+        call["loss"] = rng.choice(("squared sum", "sigmoid bce"))
     return calls
 
 
@@ -211,12 +211,13 @@ def _run(block, call, move=None):
                 # later ones join a batch with the losses on their results, which
                 # the `+` runs.
                 out, again, third = block(x, limit), block(half, limit), block(quarter, limit)
-                if call.get("loss") == "l2":
-                    # Gluon's L2Loss on each result: the batch makes them one call
-                    # on their rows (rowwise_losses.py). Targets made from NumPy, and
+                if call.get("loss") == "sigmoid bce":
+                    # Gluon's SigmoidBCE on each result (gradients within 1, as
+                    # SquaredSum's stay moderate): the batch makes them one call on
+                    # their rows (rowwise_losses.py). Targets made from NumPy, and
                     # shapes known before the batch runs, do not run it.
-                    l2 = gluon.loss.L2Loss()
-                    values = [l2(value, mx.nd.array(np.full(value.shape, 0.5)))
+                    bce = gluon.loss.SigmoidBinaryCrossEntropyLoss()
+                    values = [bce(value, mx.nd.array(np.full(value.shape, 0.5)))
                               for value in (again, third, out)]
                     total = mx.nd.add_n(*[value.sum() for value in values])
                 else:

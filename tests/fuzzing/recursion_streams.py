@@ -74,7 +74,7 @@ def check(seed):
     groups_only = bool(rng.uniform() < 0.5)
     calls, training_share = rng.randint(8, 31), rng.uniform(0.2, 0.6)
     batched = seed % 4 == 1
-    stock_loss = seed % 8 == 5    # half the batched streams: L2Loss, merged by rows
+    stock_loss = seed % 8 == 5    # half the batched streams: Gluon's SigmoidBCE, merged by rows
     outcome = StreamOutcome(model.__name__, groups_only, 0, 0, batched)
     sightings = program_cache.SIGHTINGS
     if groups_only:
