@@ -16,7 +16,6 @@ from recursion_twins import assert_same_results, input_vectors, pair, trees
 from gluon_dyn.hybridize.call import call_batching
 
 STEPS = 7
-PROFILED = 3     # calls hybridize(dynamic=True) profiles before serving
 
 
 def merged(block):
