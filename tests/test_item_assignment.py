@@ -141,6 +141,25 @@ def test_every_holder_of_an_array_sees_an_assignment():
     on_graphs(report, 3)
 
 
+class ColumnWrittenThrough(gluon.Block):
+    """`x[:, 0]` views x's memory only when x has one row: a write into the column
+    changes h for a batch of 1, and leaves it for larger ones."""
+
+    def forward(self, x):
+        h = x * 2 + 1
+        column = h[:, 0]
+        column[:] = 5
+        return h, column
+
+
+def test_a_view_only_some_batch_sizes_give_follows_each_size():
+    # The batch varies from the second call on, and the graph depends on it (1 or more).
+    calls = [(nd.array(RNG.randn(batch, 4)),) for batch in (1, 1, 3, 1, 2, 3)]
+    report = same_as_written(ColumnWrittenThrough, calls, profile_calls=1)
+    on_graphs(report, 5)
+    assert "argument array 0 dim 0: expected 1, got 3" in report["cache_misses"]
+
+
 class LoopCarried(Layered):
     """Assignments inside a loop and a branch on tensors: graph operators carry the
     arrays assigned into."""

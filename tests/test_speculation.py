@@ -147,6 +147,30 @@ class BatchReader(BatchFree):
         return self.dense(x) + mx.nd.zeros((x.shape[0], 3))
 
 
+class ComputedColumns(BatchFree):
+    """Indexes a computed value by its columns, taking its rows whole."""
+
+    def forward(self, x):
+        h = self.dense(x)
+        return h[:, 0] + h[:, 1:].sum(axis=1) * h[:, -1]
+
+
+class ComputedLastRow(BatchFree):
+    """Indexes a computed value's rows: its last one, and all but its first."""
+
+    def forward(self, x):
+        h = self.dense(x)
+        return h[-1] + h[1:, 2].sum()
+
+
+class SumLastRow(gluon.Block):
+    """The last row of the sum of its two arguments: MXNet infers the sum's rows from
+    either argument's (elemwise_add takes equal shapes)."""
+
+    def forward(self, x, y):
+        return mx.nd.elemwise_add(x, y)[-1]
+
+
 def run_batches(cls, batches):
     mx.random.seed(0)
     imperative, dynamic = cls(), cls()
@@ -165,6 +189,33 @@ def test_a_dimension_never_read_is_relaxed_once_it_varies():
     # which (2, 8), (6, 8) and (4, 8) reuse.
     report = run_batches(BatchFree, [4, 3, 2, 6, 4])
     assert report["traces"] == 2 and report["cached_graphs"] == 2
+
+
+def test_a_computed_value_indexed_by_its_columns_is_relaxed_once_the_batch_varies():
+    # h = dense(x) has x's rows; taking them whole reads no size of x.
+    report = run_batches(ComputedColumns, [4, 3, 2, 6, 4])
+    assert report["traces"] == 2 and report["cached_graphs"] == 2
+    assert report["calls"]["graph"] == 5
+
+
+def test_a_computed_value_indexed_by_its_rows_keeps_the_batch_in_the_key():
+    # h[-1] and h[1:] depend on how many rows x has: a graph per batch size.
+    report = run_batches(ComputedLastRow, [4, 3, 4, 2])
+    assert report["traces"] == 3
+    assert report["cache_misses"] == ["argument array 0 dim 0: expected 4, got 3",
+                                      "argument array 0 dim 0: expected 3, got 2"]
+
+
+def test_a_size_that_two_arguments_fix_together_keeps_both_in_the_key():
+    # Neither argument's rows may be left open, though each alone fixes the sum's.
+    block = SumLastRow()
+    block.hybridize(dynamic=True, speculate=False)
+    rng = np.random.RandomState(0)
+    for batch in [4, 3, 2, 4]:
+        x, y = nd(rng.randn(batch, 5)), nd(rng.randn(batch, 5))
+        np.testing.assert_allclose(block(x, y).asnumpy(), (x + y)[-1].asnumpy(), rtol=1e-6)
+    report = gluon_dyn.hybridize.report(block)
+    assert report["traces"] == 3 and report["calls"]["graph"] == 4
 
 
 def test_a_graph_that_read_a_dimension_is_specialised_to_it():

@@ -288,6 +288,7 @@ class Tracer:
             trace.kept_containers = {id(container) for container, _ in rollback.containers} | \
                 {id(copy) for _, _, _, copy in watched.values()}
             trace.context = layout.context
+            trace.varying_inputs = {names.argument(i) for i in range(len(layout.leaves))}
             trace.numpy = mx.util.is_np_array()
             trace.profile = self.profile if export is None else None
             trace.export = export

@@ -34,6 +34,11 @@ class Trace:
         self.statements = {}        # "file:line" -> fates.Fate
         self.profile = None         # a speculation.Profile to speculate from, if any
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
+        # The inputs whose sizes may differ between the calls one graph serves (the
+        # arguments, capture.py), or None: a size read of a computed value then notes
+        # every dimension of every input it has (recursion/body.py).
+        self.varying_inputs = None
+        self._dims_depended_on = {}  # (Symbol handle, axes) -> {input name: dims}
         self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
         self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
@@ -121,6 +126,78 @@ class Trace:
             self._note_read(name, range(len(self.shapes.get(name, ()))))
         return shape
 
+    def rank(self, symbol):
+        """How many dimensions `symbol` has (no size is read): AttributeError as
+        static_shape."""
+        if self.export is not None:
+            raise AttributeError("sizes are not fixed in an exported graph")
+        return len(self.inferred_shape(symbol))
+
+    def dims_of(self, symbol, axes):
+        """The sizes of `symbol`'s dimensions `axes`, for gluon_dyn's own code that
+        needs only some (indexing): only the input dimensions those sizes depend on
+        are noted as read, so a graph slicing whole rows of a computed value serves
+        every number of rows. AttributeError as static_shape."""
+        if self.export is not None:
+            raise AttributeError("sizes are not fixed in an exported graph")
+        shape, axes = self.inferred_shape(symbol), tuple(axes)
+        if set(symbol.list_inputs()) == {symbol.name} and symbol.get_children() is None:
+            self._note_read(symbol.name, axes)
+        elif axes:
+            key = (symbol.handle.value, axes)
+            if key not in self._dims_depended_on:
+                self._dims_depended_on[key] = self._depended_on(symbol, axes)
+            for name, dims in self._dims_depended_on[key].items():
+                self._note_read(name, dims)
+        return [shape[axis] for axis in axes]
+
+    def _depended_on(self, symbol, axes):
+        """{input name: dims} that `symbol`'s sizes at `axes` depend on: a set of
+        the varying inputs' dimensions which, known with every other varying one
+        unknown, still lets MXNet's shape inference give those sizes (it leaves a
+        size unknown where its inputs do not fix it). Every dimension of every
+        input where that cannot be shown."""
+        inputs = [name for name in symbol.list_inputs() if name in self.shapes]
+        everything = {name: range(len(self.shapes[name])) for name in inputs}
+        if self.varying_inputs is None:
+            return everything
+        inferable, known, cut = self._inferable(symbol)
+        if cut:     # cond/while outputs' shapes, given as known, may depend on anything
+            return everything
+        varying = [(name, dim) for name in inputs if name in self.varying_inputs
+                   for dim in range(len(known[name]))]
+        wanted = [self.inferred_shape(symbol)[axis] for axis in axes]
+        needed = set(inferable.list_inputs())
+
+        def fixed_by(read):
+            """Whether the sizes at `axes` follow from the varying dims in `read`."""
+            unknown = -1 if mx.util.is_np_shape() else 0
+            trial = dict(known)
+            for name, dim in varying:
+                if (name, dim) not in read:
+                    shape = list(trial[name])
+                    shape[dim] = unknown
+                    trial[name] = tuple(shape)
+            try:
+                _, shapes, _ = inferable.infer_shape_partial(
+                    **{name: shape for name, shape in trial.items() if name in needed})
+            except mx.base.MXNetError:
+                return False
+            return len(shapes) == 1 and shapes[0] is not None and \
+                len(shapes[0]) > max(axes) and [shapes[0][axis] for axis in axes] == wanted
+
+        read = set()
+        if not fixed_by(read):
+            everyone = set(varying)
+            read = {entry for entry in varying if not fixed_by(everyone - {entry})}
+            if not fixed_by(read):
+                read = everyone
+        depended = {name: dims for name, dims in everything.items()
+                    if name not in self.varying_inputs}
+        for name, dim in read:
+            depended.setdefault(name, []).append(dim)
+        return depended
+
     def fixed_shape(self, symbol):
         """`symbol`'s shape, to be written into the graph as a constant (zeros that
         stand for a value on the path not taken): its relation to the input shapes
@@ -151,6 +228,20 @@ class Trace:
             return None
         return dtypes[0] if dtypes and dtypes[0] is not None else None
 
+    def _inferable(self, symbol):
+        """(A Symbol MXNet can infer shapes through, computing `symbol`; the known
+        shapes of its inputs; whether cond/while outputs were cut to inputs)."""
+        inferable, known, cut_at = symbol, dict(self.shapes), {}
+        if self.control_flow_shapes:
+            inferable, cut_at = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
+            for name, key in cut_at.items():
+                shape = self._control_flow_shape(key)
+                if shape is None:
+                    raise AttributeError("the shape of Symbol %r is not known while tracing "
+                                         "(it depends on a graph loop or branch)" % symbol.name)
+                known[name] = shape
+        return inferable, known, bool(cut_at)
+
     def _infer(self, symbol):
         key = _control_flow_key(symbol)
         if key is not None and key in self.control_flow_shapes:
@@ -160,15 +251,7 @@ class Trace:
                 raise AttributeError("the shape of Symbol %r is not known while tracing "
                                      "(it depends on a graph loop or branch)" % symbol.name)
             return tuple(shape)
-        inferable, known = symbol, dict(self.shapes)
-        if self.control_flow_shapes:
-            inferable, cut_at = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
-            for name, key in cut_at.items():
-                shape = self._control_flow_shape(key)
-                if shape is None:
-                    raise AttributeError("the shape of Symbol %r is not known while tracing "
-                                         "(it depends on a graph loop or branch)" % symbol.name)
-                known[name] = shape
+        inferable, known, _ = self._inferable(symbol)
         if graph_json.holds_ops(inferable, graph_json.UNINFERABLE_OPS, nested=False):
             raise AttributeError("the shape of Symbol %r is not known while tracing (it depends "
                                  "on a graph loop or branch)" % symbol.name)
@@ -250,6 +333,22 @@ def static_shape(symbol):
     if trace is None:
         raise AttributeError("'Symbol' object has no attribute 'shape'")
     return trace.static_shape(symbol)
+
+
+def dims_of(symbol, axes):
+    """The trace's Trace.dims_of (AttributeError outside a trace or when exporting)."""
+    trace = current()
+    if trace is None:
+        raise AttributeError("'Symbol' object has no attribute 'shape'")
+    return trace.dims_of(symbol, axes)
+
+
+def rank(symbol):
+    """The trace's Trace.rank (AttributeError outside a trace or when exporting)."""
+    trace = current()
+    if trace is None:
+        raise AttributeError("'Symbol' object has no attribute 'shape'")
+    return trace.rank(symbol)
 
 
 def symbol_ndim(symbol):

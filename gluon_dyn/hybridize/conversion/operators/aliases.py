@@ -29,11 +29,19 @@ _by_trace = weakref.WeakKeyDictionary()
 
 class View:
     """How a Symbol was read from the array it views: `read(base)` reads it again,
-    `write(base, value)` is the base with the view's memory holding `value`."""
-    __slots__ = ("base", "read", "write")
+    `write(base, value)` is the base with the view's memory holding `value`.
+    `shares` is whether NDArray gives a view there, or a function saying so when first
+    asked: where that depends on sizes the trace has not read (`x[:, 0]` views x's
+    memory only when x has one row), they are read only if an assignment needs it."""
+    __slots__ = ("base", "read", "write", "_shares")
 
-    def __init__(self, base, read, write):
-        self.base, self.read, self.write = base, read, write
+    def __init__(self, base, read, write, shares=True):
+        self.base, self.read, self.write, self._shares = base, read, write, shares
+
+    def shares_memory(self):
+        if callable(self._shares):
+            self._shares = self._shares()
+        return self._shares
 
 
 class _Aliases:
@@ -57,13 +65,13 @@ def _aliases():
     return _by_trace[trace]
 
 
-def note_view(view, base, read, write):
+def note_view(view, base, read, write, shares=True):
     """`view` (a Symbol) was read from `base` sharing its memory, as NDArray's basic
-    indexing and `reshape` give views (`read`, `write`: see View)."""
+    indexing and `reshape` give views (`read`, `write`, `shares`: see View)."""
     if view is base or tracing.current() is None:
         return
     aliases = _aliases()
-    aliases.views[id(view)] = (view, View(base, read, write))
+    aliases.views[id(view)] = (view, View(base, read, write, shares))
     aliases.viewed.setdefault(id(base), []).append(id(view))
 
 
@@ -88,7 +96,7 @@ def _made_here(symbol):
 def view_of(symbol):
     """The View `symbol` was read as, or None."""
     entry = _by_trace.get(tracing.current(), _Aliases()).views.get(id(symbol))
-    return entry[1] if entry else None
+    return entry[1] if entry and entry[1].shares_memory() else None
 
 
 def _is_variable(symbol):
@@ -129,7 +137,10 @@ def assign(target, value):
                 "assigning into a view of an array (`row = x[i]` or `x.reshape(...)`, then "
                 "`row[...] = ...`) changes that array, but %s" % why, user_location(),
                 breakable=True)
-        assign(view.base, view.write(view.base, value))
+        # Cut from the gradient as item_assignment.py cuts a direct assignment:
+        # MXNet builds a graph's backward when it first runs it, and `_slice_assign`
+        # has none (autograd records no such write: item_assignment.py).
+        assign(view.base, mx.sym.BlockGrad(view.write(view.base, value)))
         return target       # read again from its base above
     if refusal(target) is not None:
         _read_views_again(target, value)
@@ -152,7 +163,7 @@ def _read_views_again(base, new_base):
     aliases = _aliases()
     for view_id in aliases.viewed.pop(id(base), []):
         view, relation = aliases.views.pop(view_id)
-        if not held_outside(view):
+        if not held_outside(view) or not relation.shares_memory():
             continue
         if refusal(view) is not None:
             raise tracing.FallbackRequired(

@@ -49,9 +49,11 @@ def ndarray_item(target, key):
     """NDArray's `target[key]`, `target` a legacy Symbol of one output, in a trace; a
     view of `target` where NDArray gives one (aliases.py)."""
     item = _array_item(target, key)
-    if _is_view(target, key):
+    shares = _is_view(target, key)
+    if shares:
         aliases.note_view(item, target, lambda base: _array_item(base, key),
-                          lambda base, value: item_assignment.updated_array(base, key, value))
+                          lambda base, value: item_assignment.updated_array(base, key, value),
+                          shares)
     return item
 
 
@@ -63,18 +65,17 @@ def _array_item(target, key):
         return mx.sym.take(target, key, axis=0)   # an index array: its axes stay
     key_parts = key if isinstance(key, tuple) else (key,)
     try:
-        shape = tracing.static_shape(target)
+        if isinstance(key, int):
+            return _row(target, key)
+        if any(isinstance(part, _INDEX_LISTS) for part in key_parts):
+            return _advanced_item(target, key_parts, tuple(tracing.static_shape(target)))
+        return _index_like_ndarray(target, key_parts)
     except AttributeError:  # a shape only known at run time (after a cond)
         if any(isinstance(part, _INDEX_LISTS) for part in key_parts):
             raise tracing.FallbackRequired(
                 "indexing by a list of positions an array whose shape is known only when "
                 "the graph runs", user_location()) from None
         return _slices_without_shape(target, key_parts)
-    if isinstance(key, int):
-        return _row(target, key, shape)
-    if any(isinstance(part, _INDEX_LISTS) for part in key_parts):
-        return _advanced_item(target, key_parts, shape)
-    return _index_like_ndarray(target, key_parts, shape)
 
 
 # Key parts that make NDArray's indexing advanced when given as constants.
@@ -94,21 +95,35 @@ def _advanced_item(target, key, shape):
 
 def _is_view(target, key):
     """Whether NDArray's `target[key]` shares `target`'s memory: basic indexing (ints,
-    and values standing for ints, and slices) of a contiguous part."""
+    and values standing for ints, and slices) of a contiguous part; a function
+    answering it where that depends on sizes not read yet (aliases.View)."""
     if is_symbol(key) or isinstance(key, SymbolicDim):
         return is_int_like(key)
     parts = key if isinstance(key, tuple) else (key,)
     if not all(isinstance(part, (int, slice)) and not isinstance(part, bool) for part in parts):
         return False
     try:
-        shape = tuple(tracing.static_shape(target))
+        ndim = tracing.rank(target)
+        if len(parts) > ndim:
+            return False
+        parts += (slice(None),) * (ndim - len(parts))
+        sized = [axis for axis, part in enumerate(parts) if not _whole(part)]
+        sizes = dict(zip(sized, tracing.dims_of(target, sized)))
     except AttributeError:
         return False
-    if len(parts) > len(shape):
-        return False
-    parts += (slice(None),) * (len(shape) - len(parts))
     sliced, _ = mx.nd.NDArray._basic_indexing_key_int_to_slice(parts)
-    return mx.nd.NDArray._basic_indexing_slice_is_contiguous(sliced, shape)
+
+    def contiguous(shape):
+        return mx.nd.NDArray._basic_indexing_slice_is_contiguous(sliced, shape)
+
+    # A whole axis matters only by being of size 1 or not: where neither changes
+    # the answer, the graph does not depend on those sizes; else they are read
+    # only when an assignment asks (aliases.View).
+    answers = {contiguous(tuple(sizes.get(axis, whole) for axis in range(ndim)))
+               for whole in (1, 2)}
+    if len(answers) == 1:
+        return answers.pop()
+    return lambda: contiguous(tuple(tracing.static_shape(target)))
 
 
 def row_at(target, index):
@@ -143,9 +158,9 @@ def _slices_without_shape(target, key):
     return mx.sym.squeeze(result, axis=tuple(dropped)) if dropped else result
 
 
-def _row(target, index, shape):
+def _row(target, index):
     """`x[i]`: reads only the length of axis 0, so the graph fits any other sizes."""
-    length, ndim = shape[0], len(shape)
+    ndim, (length,) = tracing.rank(target), tracing.dims_of(target, [0])
     position = index + length if index < 0 else index
     if not 0 <= position < length:
         raise IndexError("index %d is out of bounds for axis 0 with size %d" % (index, length))
@@ -154,19 +169,33 @@ def _row(target, index, shape):
     return mx.sym.reshape(row, shape=(-3, -2)) if ndim > 1 else row
 
 
-def _index_like_ndarray(target, key, shape):
-    if len(key) > len(shape):
-        raise IndexError("too many indices (%d) for an array of shape %s" % (len(key), shape))
-    begin, end, step, kept = [], [], [], []
-    for axis, dim in enumerate(shape):
+def _whole(index):
+    """Whether a key part takes its whole axis as it is (`:`), whatever its size."""
+    return isinstance(index, slice) and index == slice(None)
+
+
+def _index_like_ndarray(target, key):
+    """Basic indexing by ints and slices; reads only the sizes of the axes an int or
+    a bounded slice indexes, so a graph taking an axis whole fits any size of it."""
+    ndim = tracing.rank(target)
+    if len(key) > ndim:
+        raise IndexError("too many indices (%d) for an array of %d dimensions" % (len(key), ndim))
+    sized = [axis for axis, index in enumerate(key) if not _whole(index)]
+    sizes = dict(zip(sized, tracing.dims_of(target, sized)))
+    begin, end, step, dropped = [], [], [], []
+    for axis in range(ndim):
         index = key[axis] if axis < len(key) else slice(None)
-        if isinstance(index, slice):
-            start, stop, stride = index.indices(dim)
+        if axis not in sizes:
+            begin.append(None)
+            end.append(None)
+            step.append(None)
+        elif isinstance(index, slice):
+            start, stop, stride = index.indices(sizes[axis])
             begin.append(start)
             end.append(stop if stop >= 0 or stride > 0 else None)
             step.append(stride)
-            kept.append(len(range(start, stop, stride)))
         else:
+            dim = sizes[axis]
             position = int(index) + dim if int(index) < 0 else int(index)
             if not 0 <= position < dim:
                 raise IndexError("index %d is out of bounds for axis %d with size %d"
@@ -174,6 +203,8 @@ def _index_like_ndarray(target, key, shape):
             begin.append(position)
             end.append(position + 1)
             step.append(1)
+            dropped.append(axis)
     result = mx.sym.slice(target, begin=tuple(begin), end=tuple(end), step=tuple(step))
-    # An integer index drops its axis; a legacy NDArray keeps at least one.
-    return mx.sym.reshape(result, shape=tuple(kept) or (1,))
+    # An integer index drops its axis; MXNet's squeeze keeps shape (1,) when every
+    # axis goes, as a legacy NDArray does.
+    return mx.sym.squeeze(result, axis=tuple(dropped)) if dropped else result
