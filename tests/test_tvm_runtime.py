@@ -4,6 +4,7 @@ import os
 import mxnet as mx
 import numpy as np
 import pytest
+from tvm import relax
 
 from tvm_bridge import compiler, sample_modules
 from tvm_bridge.runtime import Signature
@@ -77,6 +78,36 @@ def test_misaligned_and_non_contiguous_inputs_are_copied_and_correct(mlp):
     outputs = mlp(misaligned, strided_w1, *inputs[2:])
     assert mlp.copies == before + 2
     assert_matches(outputs, mlp_reference(*[a.asnumpy() for a in inputs]))
+
+
+def returning_its_input():
+    """main(x) -> (x, x reshaped, x + 1): two outputs that may share x's memory."""
+    x = relax.Var("x", relax.TensorType((3, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Tuple([x, relax.op.reshape(x, (4, 3)),
+                                              relax.op.add(x, relax.const(1.0))]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_copied_input_a_function_returns_is_not_overwritten_by_the_next_call(cache_dir):
+    """Misaligned inputs are copied into a buffer kept per input; outputs sharing it
+    are copied out before the next call refills it."""
+    function = compiler.compile_module(returning_its_input(), cache_dir=cache_dir)
+    calls = []
+    for seed in range(3):
+        values = np.random.RandomState(seed).rand(3, 4).astype(np.float32)
+        misaligned = mx.nd.zeros((5 + 12,))[5:].reshape((3, 4))
+        misaligned[:] = values
+        calls.append((values, function(misaligned)))
+    assert function.copies == 3
+    assert len(function._staging) == 1     # one buffer, refilled at each call
+    for values, (same, reshaped, plus_one) in calls:
+        np.testing.assert_array_equal(same.asnumpy(), values)
+        np.testing.assert_array_equal(reshaped.asnumpy(), values.reshape(4, 3))
+        np.testing.assert_allclose(plus_one.asnumpy(), values + 1, rtol=1e-6)
 
 
 @pytest.mark.parametrize("change, message", [
