@@ -1,6 +1,7 @@
 """What a host read costs MXNet on this machine: one small operator and its read,
 and one CartPole decision (examples/train/cartpole.py's policy on 20 states, read
-back as the script reads it), as written and with hybridize(dynamic=True).
+back as the script reads it), as written and with hybridize(dynamic=True), on MXNet
+and on TVM (which runs in the calling thread).
 
 MXNet runs every operator on its engine's worker thread: a call pushes the work
 there and a read waits for it, so each read wakes the worker and then the caller.
@@ -48,13 +49,13 @@ def operator_rows(repeats):
 
 def decision_rows(repeats):
     """(variant, us) of one decision: the policy's push-right probabilities, read."""
-    def policy(dynamic):
+    def policy(backend):
         mx.random.seed(1)
         net = Policy(HIDDEN, LAYERS, prefix="policy_")
         net.initialize(mx.init.Xavier())
-        net(mx.nd.zeros((1, STATE)))    # its deferred shapes, drawn now: same weights in both
-        if dynamic:
-            net.hybridize(dynamic=True)
+        net(mx.nd.zeros((1, STATE)))    # its deferred shapes, drawn now: same weights in all
+        if backend:
+            net.hybridize(dynamic=True, backend=backend)
         return net
 
     def decide(net):
@@ -68,13 +69,20 @@ def decision_rows(repeats):
     def make_inputs(call):
         return [np.random.RandomState(call).uniform(-0.05, 0.05, size=(ENVIRONMENTS, STATE))]
 
-    dynamic = policy(True)
-    variants = [harness.Variant("decision: imperative", decide(policy(False))),
-                harness.Variant("decision: hybridize(dynamic=True)", decide(dynamic))]
+    dynamic, on_tvm = policy("mxnet"), policy("tvm")
+    variants = [harness.Variant("decision: imperative", decide(policy(None))),
+                harness.Variant("decision: hybridize(dynamic=True)", decide(dynamic)),
+                harness.Variant('decision: hybridize(dynamic=True, backend="tvm")',
+                                decide(on_tvm))]
     timings = harness.compare(variants, make_inputs, repeats, warmup=20)
-    served = report(dynamic)["calls"]
-    print("the dynamic policy: %d of %d calls served by its graph"
-          % (served["graph"], served["total"]), file=sys.stderr)
+    for name, net in (("dynamic", dynamic), ("tvm", on_tvm)):
+        served = report(net)["calls"]
+        print("the %s policy: %d of %d calls served by its graph"
+              % (name, served["graph"], served["total"]), file=sys.stderr)
+    plan = report(on_tvm)["tvm"]["plans"][0]
+    print("the tvm policy's graph: %s; plan calls %s, segments on %s" % (
+        plan["runs"], plan["calls"], [segment["backend"] for segment in plan["segments"]]),
+        file=sys.stderr)
     return [(v.name, 1000 * timings[v.name].median_ms) for v in variants]
 
 
