@@ -198,6 +198,30 @@ def test_a_computed_value_indexed_by_its_columns_is_relaxed_once_the_batch_varie
     assert report["calls"]["graph"] == 5
 
 
+class NumpyColumns(BatchFree):
+    """ComputedColumns under MXNet's numpy interface (d2l's box coordinates)."""
+
+    def forward(self, x):
+        h = self.dense(x)
+        return h[:, 0] * h[:, 2]
+
+
+def test_a_computed_value_indexed_by_its_columns_in_numpy_code_is_relaxed_too():
+    with mx.util.np_shape(True), mx.util.np_array(True):
+        imperative, dynamic = NumpyColumns(), NumpyColumns()
+        for block in (imperative, dynamic):
+            block.initialize(mx.init.Uniform(0.5))
+        for a, b in zip(imperative.collect_params().values(), dynamic.collect_params().values()):
+            b.set_data(a.data())
+        dynamic.hybridize(dynamic=True, speculate=False)
+        rng = np.random.RandomState(0)
+        for batch in [4, 3, 2, 6, 4]:
+            x = mx.np.array(rng.randn(batch, 8), dtype="float32")
+            np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(), rtol=1e-5)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["traces"] == 2 and report["calls"]["graph"] >= 4
+
+
 def test_a_computed_value_indexed_by_its_rows_keeps_the_batch_in_the_key():
     # h[-1] and h[1:] depend on how many rows x has: a graph per batch size.
     report = run_batches(ComputedLastRow, [4, 3, 4, 2])

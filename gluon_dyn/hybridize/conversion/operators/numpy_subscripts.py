@@ -147,9 +147,9 @@ def _basic(target, indexed, trace):
 
 def _check_bounds(target, axis, index, trace):
     try:
-        size = trace.static_shape(target)[axis]
-    except IndexError:
-        raise IndexError("too many indices for array") from None
+        if axis >= trace.rank(target):
+            raise IndexError("too many indices for array")
+        (size,) = trace.dims_of(target, [axis])    # that axis' size only
     except AttributeError:   # a shape known only when the graph runs: MXNet checks then
         return
     if not -size <= index < size:
