@@ -1,6 +1,7 @@
 """Speculation: profile the first calls, inline branches and unroll loops behind guards,
 fall back to imperative on a failed guard, and stop assuming what failed."""
 import json
+import math
 
 import mxnet as mx
 import numpy as np
@@ -155,6 +156,26 @@ class ComputedColumns(BatchFree):
         return h[:, 0] + h[:, 1:].sum(axis=1) * h[:, -1]
 
 
+class ComputedWidth(BatchFree):
+    """Reads the width of a computed value (d2l's attention: `d = queries.shape[-1]`);
+    InputWidth, of its argument; ComputedHeight, the number of rows of a computed value."""
+
+    def forward(self, x):
+        h = self.dense(x)
+        return h / math.sqrt(h.shape[-1])
+
+
+class InputWidth(BatchFree):
+    def forward(self, x):
+        return self.dense(x) * x.shape[1]
+
+
+class ComputedHeight(BatchFree):
+    def forward(self, x):
+        h = self.dense(x)
+        return h * h.shape[0]
+
+
 class ComputedLastRow(BatchFree):
     """Indexes a computed value's rows: its last one, and all but its first."""
 
@@ -220,6 +241,14 @@ def test_a_computed_value_indexed_by_its_columns_in_numpy_code_is_relaxed_too():
             np.testing.assert_allclose(dynamic(x).asnumpy(), imperative(x).asnumpy(), rtol=1e-5)
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["traces"] == 2 and report["calls"]["graph"] >= 4
+
+
+def test_the_width_of_a_computed_value_read_into_python_reads_no_batch_size():
+    for reads_width in (ComputedWidth, InputWidth):
+        report = run_batches(reads_width, [4, 3, 2, 6, 4])
+        assert report["traces"] == 2 and report["calls"]["graph"] == 5, reads_width
+    report = run_batches(ComputedHeight, [4, 3, 4, 2])
+    assert report["traces"] == 3
 
 
 def test_a_computed_value_indexed_by_its_rows_keeps_the_batch_in_the_key():

@@ -80,8 +80,9 @@ def is_marker(value):
 def refuse_markers(value, use):
     """Stop the trace if `value` is a list holding markers that Python code would
     `use` (test, index, iterate): how many elements it has depends on the data."""
-    if isinstance(value, (list, tuple)) and tracing.current() is not None and \
-            any(is_marker(item) for item in value):
+    # A shape holds sizes, and iterating it would count every size as read.
+    if isinstance(value, (list, tuple)) and not isinstance(value, tracing.ReadShape) and \
+            tracing.current() is not None and any(is_marker(item) for item in value):
         raise tracing.FallbackRequired(
             "a list appended to under a branch or loop on a tensor is %s in Python; such lists "
             "can be stacked, concatenated along dim 0, summed or added" % use,

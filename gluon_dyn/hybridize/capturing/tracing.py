@@ -105,6 +105,11 @@ class Trace:
         try:
             if self.export is not None:
                 return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
+            if self.varying_inputs is not None and not _is_input(symbol):
+                # Each size the code reads counts as read of what it depends on:
+                # `d = queries.shape[-1]` of a projection reads no batch size.
+                return ReadShape(self.inferred_shape(symbol),
+                                 lambda dims: self.dims_of(symbol, dims))
             return self.static_shape(symbol)
         except AttributeError as error:
             raise FallbackRequired("the code reads a shape into Python that the graph knows only "
@@ -117,13 +122,12 @@ class Trace:
         if self.export is not None:
             raise AttributeError("sizes are not fixed in an exported graph")
         shape = self.inferred_shape(symbol)
-        names = set(symbol.list_inputs())
-        if names == {symbol.name} and symbol.get_children() is None:
+        if _is_input(symbol):
             # An input's own shape: note which dimensions the code reads.
             return ReadShape(shape, lambda dims: self._note_read(symbol.name, dims))
-        # A computed value's shape depends on its inputs' shapes in ways not tracked.
-        for name in names:
-            self._note_read(name, range(len(self.shapes.get(name, ()))))
+        # A computed value's shape, as gluon_dyn's code may hand it to NumPy (which
+        # reads a tuple's items without asking it): every size it depends on.
+        self.dims_of(symbol, range(len(shape)))
         return shape
 
     def rank(self, symbol):
@@ -141,7 +145,7 @@ class Trace:
         if self.export is not None:
             raise AttributeError("sizes are not fixed in an exported graph")
         shape, axes = self.inferred_shape(symbol), tuple(axes)
-        if set(symbol.list_inputs()) == {symbol.name} and symbol.get_children() is None:
+        if _is_input(symbol):
             self._note_read(symbol.name, axes)
         elif axes:
             key = (symbol.handle.value, axes)
@@ -281,6 +285,11 @@ class Trace:
         recursive function's body makes the numbers of the data it recurses over
         that index arrays inputs of the graph (recursion/body.py)."""
         return None
+
+
+def _is_input(symbol):
+    """Whether `symbol` is a graph input itself (a variable), not a computed value."""
+    return symbol.get_children() is None and symbol.list_inputs() == [symbol.name]
 
 
 def variable(name, array):
