@@ -54,10 +54,14 @@ WORKLOADS = [
     # steps, as each step's 25 trees take from 15 to 30 ms whole.
     ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 12, 12),
     ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 12, 12),
-    ("REINFORCE (CartPole, 20 envs)", cartpole, [], 5.13, 4, 10),
+    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 10),
     ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 40),
 ]
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
+# gluon_dyn's backend in a workload's training variants where it is not MXNet's: a
+# REINFORCE step is mostly decisions, small inference calls each read at once, which TVM
+# runs in the calling thread without MXNet's engine round trip (docs/mxnet_behaviours.md).
+TRAINING_BACKENDS = {"REINFORCE": "tvm"}
 
 # The MXNet variants of a training step: column title and the scripts' flags that make
 # it; the first is the reference. The table, plots and checks take their columns from
@@ -100,12 +104,15 @@ def what_it_ran(training):
                 if by_kind["batched"] else ""))
         else:
             calls = report["calls"]
-            notes.append("%s: graphs: %d, %d of %d calls on them%s%s" % (
+            plans = report["tvm"]["plans"] if report["tvm"] else []
+            notes.append("%s: graphs: %d, %d of %d calls on them%s%s%s" % (
                 name, report["cached_graphs"], calls["graph"], calls["total"],
                 " (%d in one graph with the other calls of their step, losses included)"
                 % calls["by_kind"]["batched"] if calls["by_kind"]["batched"] else "",
                 " (speed check: %s)" % report["speed_check"]["state"]
-                if report["speed_check"]["state"] != "off" else ""))
+                if report["speed_check"]["state"] != "off" else "",
+                ", %d runs of TVM plans" % sum(plan["calls"]["plan"] for plan in plans if plan)
+                if plans else ""))
     return "; ".join(notes)
 
 
@@ -136,13 +143,14 @@ def infer_call(training, index, rng):
     return output.asnumpy(), samples
 
 
-def mxnet_trainings(script, flags, variants=MXNET_VARIANTS):
+def mxnet_trainings(script, flags, variants=MXNET_VARIANTS, backend=None):
     """{title: Training} of `variants` (MXNET_VARIANTS or its first ones), all from
-    the reference's initial values."""
+    the reference's initial values; gluon_dyn's on `backend`, if given."""
     reference = initialized(build(script, flags))
     trainings = {REFERENCE: reference}
     for title, extra in variants[1:]:
-        trainings[title] = build(script, flags + extra)
+        trainings[title] = build(script, flags + extra + (["--backend", backend] if backend
+                                                          else []))
         share_values(reference, trainings[title])
     return trainings
 
@@ -151,7 +159,7 @@ def measure_training(label, script, flags, warmup, timed):
     """(samples/s by variant, what gluon_dyn ran, the PyTorch check's results, what
     torch.compile did) of one workload."""
     checks = training_twins.check_twins(script, flags) if harness.torch_installed() else {}
-    trainings = mxnet_trainings(script, flags)
+    trainings = mxnet_trainings(script, flags, backend=TRAINING_BACKENDS.get(short_name(label)))
     variants = {title: mxnet_steps(training) for title, training in trainings.items()}
     twin = training_twins.describe(script, trainings[REFERENCE])
     compiled = None
