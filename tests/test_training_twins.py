@@ -5,6 +5,7 @@ the same values on the same batches, eager and under torch.compile
 the check catches a twin that trains otherwise. No timing. Needs PyTorch (`make
 setup`): without it these tests fail, they are not skipped."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -117,6 +118,19 @@ def test_report_checks_the_whole_step_against_imperative(name, monkeypatch):
     with pytest.raises(AssertionError,
                        match="gluon_dyn whole step disagrees with MXNet imperative"):
         training_report.measure_training(name, script, flags, 3, 2)
+
+
+def test_reinforces_gluon_dyn_variants_decide_on_tvm(monkeypatch):
+    """The report trains REINFORCE's gluon_dyn variants with backend="tvm": their
+    decisions (inference calls) run on TVM plans, checked against the script as written."""
+    script, flags = SMALL["cartpole"]
+    monkeypatch.setattr(training_report.harness, "torch_installed", lambda: False)
+    _, note, _, _ = training_report.measure_training(
+        "REINFORCE (CartPole)", script, flags, 2, 1)
+    per_call, whole_step = note.split("Whole step:")
+    for variant in (per_call, whole_step):
+        runs = re.search(r"(\d+) runs of TVM plans", variant)
+        assert runs and int(runs.group(1)) > 0, note
 
 
 def test_initial_values_are_shared_before_deferred_initialisation():
