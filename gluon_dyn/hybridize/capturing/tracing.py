@@ -39,6 +39,7 @@ class Trace:
         # every dimension of every input it has (recursion/body.py).
         self.varying_inputs = None
         self._dims_depended_on = {}  # (Symbol handle, axes) -> {input name: dims}
+        self._inferables = {}       # Symbol handle -> (the Symbol, _inferable's result)
         self.guards = []            # guards.Guard, checked in the graph
         self.staging = 0            # >0 while the body of a graph branch or loop is traced
         self.effect_frames = []     # effects.EffectFrame of the branch or loop bodies being traced
@@ -234,7 +235,14 @@ class Trace:
 
     def _inferable(self, symbol):
         """(A Symbol MXNet can infer shapes through, computing `symbol`; the known
-        shapes of its inputs; whether cond/while outputs were cut to inputs)."""
+        shapes of its inputs; whether cond/while outputs were cut to inputs), made
+        once per Symbol (a cut reads the graph so far as JSON)."""
+        made = self._inferables.get(symbol.handle.value)
+        if made is None or made[0] is not symbol:
+            made = self._inferables[symbol.handle.value] = (symbol, self._cut(symbol))
+        return made[1]
+
+    def _cut(self, symbol):
         inferable, known, cut_at = symbol, dict(self.shapes), {}
         if self.control_flow_shapes:
             inferable, cut_at = graph_json.cut_at_outputs(symbol, self.control_flow_shapes)
