@@ -50,7 +50,8 @@ class CacheKey:
                 for dim, (size_then, size) in enumerate(zip(shape_then, shape)):
                     if size_then is not None and size_then != size:
                         return "argument array %d dim %d: expected %s, got %s" % (
-                            index, dim, size_then, size)
+                            index, dim, size_then, "any size (it varied, no trace read it)"
+                            if size is None else size)
                 if dtype_then != dtype:
                     return "argument array %d dtype: expected %s, got %s" % (index, dtype_then,
                                                                             dtype)

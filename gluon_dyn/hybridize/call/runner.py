@@ -218,7 +218,8 @@ class BlockRunner:
                 "a graph per structure would be slower than running as Python"
                 % (self.cache.misses, calls), args)
         try:
-            capture = self.tracer.capture(args, layout, exact=not self.ladder.open_dims())
+            open_dims = self.ladder.open_dims()
+            capture = self.tracer.capture(args, layout, exact=not open_dims, open_dims=open_dims)
         except ControlFlowError:
             raise
         except DeferredParameters as error:

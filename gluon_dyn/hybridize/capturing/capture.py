@@ -247,14 +247,14 @@ class Tracer:
         return self.number_paths | ((self.containers_written | self.containers_rebound) -
                                     self.containers_read)
 
-    def capture(self, args, layout, exact, export=None):
+    def capture(self, args, layout, exact, export=None, open_dims=None):
         """A Capture of the forward on `args`; traced again while a trace finds numbers
         on blocks that it changes, or lists of arrays it appends to (each found once).
         With `export` (export.ExportOptions), the general graph: nothing speculated,
         every size read as a graph value, inputs named as MXNet's export names them."""
         while True:
             try:
-                return self._capture(args, layout, exact, export)
+                return self._capture(args, layout, exact, export, open_dims)
             except StateChanged as change:
                 if change.numbers <= self.number_paths and \
                         change.containers <= self.containers_written:
@@ -262,7 +262,7 @@ class Tracer:
                 self.number_paths |= change.numbers
                 self.containers_written |= change.containers
 
-    def _capture(self, args, layout, exact, export):
+    def _capture(self, args, layout, exact, export, open_dims):
         self.traces += 1
         prefix = self.block.prefix.rstrip("_") or "block"
         names = InputNames(prefix if export is None else None, len(layout.leaves))
@@ -288,7 +288,8 @@ class Tracer:
             trace.kept_containers = {id(container) for container, _ in rollback.containers} | \
                 {id(copy) for _, _, _, copy in watched.values()}
             trace.context = layout.context
-            trace.varying_inputs = {names.argument(i) for i in range(len(layout.leaves))}
+            trace.open_dims = {names.argument(i): set((open_dims or {}).get(i, ()))
+                               for i in range(len(layout.leaves))}
             trace.numpy = mx.util.is_np_array()
             trace.profile = self.profile if export is None else None
             trace.export = export

@@ -34,10 +34,10 @@ class Trace:
         self.statements = {}        # "file:line" -> fates.Fate
         self.profile = None         # a speculation.Profile to speculate from, if any
         self.shape_reads = {}       # input name -> dimensions of its shape the code read
-        # The inputs whose sizes may differ between the calls one graph serves (the
-        # arguments, capture.py), or None: a size read of a computed value then notes
-        # every dimension of every input it has (recursion/body.py).
-        self.varying_inputs = None
+        # Argument name -> its dims the graph may serve every size of (those the
+        # shape ladder left open, capture.py), or None: a size read of a computed
+        # value then notes every dimension of every input it has (recursion/body.py).
+        self.open_dims = None
         self._dims_depended_on = {}  # (Symbol handle, axes) -> {input name: dims}
         self._inferables = {}       # Symbol handle -> (the Symbol, _inferable's result)
         self.guards = []            # guards.Guard, checked in the graph
@@ -106,7 +106,7 @@ class Trace:
         try:
             if self.export is not None:
                 return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
-            if self.varying_inputs is not None and not _is_input(symbol):
+            if self.open_dims is not None and not _is_input(symbol):
                 # Each size the code reads counts as read of what it depends on:
                 # `d = queries.shape[-1]` of a projection reads no batch size.
                 return ReadShape(self.inferred_shape(symbol),
@@ -157,25 +157,28 @@ class Trace:
         return [shape[axis] for axis in axes]
 
     def _depended_on(self, symbol, axes):
-        """{input name: dims} that `symbol`'s sizes at `axes` depend on: a set of
-        the varying inputs' dimensions which, known with every other varying one
-        unknown, still lets MXNet's shape inference give those sizes (it leaves a
-        size unknown where its inputs do not fix it). Every dimension of every
-        input where that cannot be shown."""
+        """{input name: dims} that `symbol`'s sizes at `axes` depend on, as far as the
+        graph's key needs them: of the arguments' open dims, a set which, known with
+        the other open ones unknown, still lets MXNet's shape inference give those
+        sizes (it leaves a size unknown where its inputs do not fix it), else all of
+        them; every dim of the other inputs. An argument dim not open is in the key
+        as it is (a graph keyed after it opens is traced again, with it open)."""
         inputs = [name for name in symbol.list_inputs() if name in self.shapes]
         everything = {name: range(len(self.shapes[name])) for name in inputs}
-        if self.varying_inputs is None:
+        if self.open_dims is None:
             return everything
+        depended = {name: dims for name, dims in everything.items() if name not in self.open_dims}
+        varying = [(name, dim) for name in inputs for dim in self.open_dims.get(name, ())]
+        if not varying:
+            return depended
         inferable, known, cut = self._inferable(symbol)
         if cut:     # cond/while outputs' shapes, given as known, may depend on anything
             return everything
-        varying = [(name, dim) for name in inputs if name in self.varying_inputs
-                   for dim in range(len(known[name]))]
         wanted = [self.inferred_shape(symbol)[axis] for axis in axes]
         needed = set(inferable.list_inputs())
 
         def fixed_by(read):
-            """Whether the sizes at `axes` follow from the varying dims in `read`."""
+            """Whether the sizes at `axes` follow from the open dims in `read`."""
             unknown = -1 if mx.util.is_np_shape() else 0
             trial = dict(known)
             for name, dim in varying:
@@ -197,8 +200,6 @@ class Trace:
             read = {entry for entry in varying if not fixed_by(everyone - {entry})}
             if not fixed_by(read):
                 read = everyone
-        depended = {name: dims for name, dims in everything.items()
-                    if name not in self.varying_inputs}
         for name, dim in read:
             depended.setdefault(name, []).append(dim)
         return depended
@@ -296,8 +297,9 @@ class Trace:
 
 
 def _is_input(symbol):
-    """Whether `symbol` is a graph input itself (a variable), not a computed value."""
-    return symbol.get_children() is None and symbol.list_inputs() == [symbol.name]
+    """Whether `symbol` is a graph input itself (a variable), not a computed value.
+    Its inputs first: asking MXNet for a large graph's children costs memory."""
+    return symbol.list_inputs() == [symbol.name] and symbol.get_children() is None
 
 
 def variable(name, array):
