@@ -233,7 +233,7 @@ class CompiledFunction:
         self._prepared = self._prepared_from = None
         self.preparations = 0
         self.copies = 0
-        self._staging = {}      # data input position -> (aligned NumPy buffer, its TVM view)
+        self._staging = {}      # data input position -> (TVM tensor, its memory's start, end)
         self._staging_lock = threading.Lock()
         self.info = dict(info or {})
         # Input position -> (the NDArray, its TVM view, its data address), kept

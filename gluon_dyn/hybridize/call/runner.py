@@ -218,8 +218,7 @@ class BlockRunner:
                 "a graph per structure would be slower than running as Python"
                 % (self.cache.misses, calls), args)
         try:
-            open_dims = self.ladder.open_dims()
-            capture = self.tracer.capture(args, layout, exact=not open_dims, open_dims=open_dims)
+            capture = self.tracer.capture(args, layout, self.ladder.open_dims())
         except ControlFlowError:
             raise
         except DeferredParameters as error:
@@ -395,7 +394,7 @@ class BlockRunner:
                 args = self.last_call.arguments()
                 layout = arguments.ArgumentLayout(args)
                 with as_converted():
-                    return self.tracer.capture(args, layout, exact=False, export=options)
+                    return self.tracer.capture(args, layout, export=options)
             except (arguments.Unsupported, tracing.FallbackRequired) as error:
                 raise ExportError(str(error)) from None
 

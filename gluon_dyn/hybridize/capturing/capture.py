@@ -247,11 +247,14 @@ class Tracer:
         return self.number_paths | ((self.containers_written | self.containers_rebound) -
                                     self.containers_read)
 
-    def capture(self, args, layout, exact, export=None, open_dims=None):
-        """A Capture of the forward on `args`; traced again while a trace finds numbers
-        on blocks that it changes, or lists of arrays it appends to (each found once).
-        With `export` (export.ExportOptions), the general graph: nothing speculated,
-        every size read as a graph value, inputs named as MXNet's export names them."""
+    def capture(self, args, layout, open_dims=None, export=None):
+        """A Capture of the forward on `args`, for every size of the argument dims in
+        `open_dims` ({argument array index: dims}; none: exact shapes); traced again
+        while a trace finds numbers on blocks that it changes, or lists of arrays it
+        appends to (each found once). With `export` (export.ExportOptions), the
+        general graph: nothing speculated, every size read as a graph value, inputs
+        named as MXNet's export names them."""
+        exact = export is None and not open_dims
         while True:
             try:
                 return self._capture(args, layout, exact, export, open_dims)

@@ -337,37 +337,33 @@ class ReadShape(tuple):
     del _name, _everything
 
 
-def symbol_shape(symbol):
-    """`Symbol.shape` (patches.py): code written for NDArrays reads `.shape`; while
-    tracing, the graph is specialised to its input shapes, so a Symbol's shape is known."""
+def _shaping_trace():
+    """The trace in progress, which knows Symbols' shapes; AttributeError outside one."""
     trace = current()
     if trace is None:
         raise AttributeError("'Symbol' object has no attribute 'shape'")
-    return trace.shape_of(symbol)
+    return trace
+
+
+def symbol_shape(symbol):
+    """`Symbol.shape` (patches.py): code written for NDArrays reads `.shape`; while
+    tracing, the graph is specialised to its input shapes, so a Symbol's shape is known."""
+    return _shaping_trace().shape_of(symbol)
 
 
 def static_shape(symbol):
     """The trace's Trace.static_shape (AttributeError outside a trace or when exporting)."""
-    trace = current()
-    if trace is None:
-        raise AttributeError("'Symbol' object has no attribute 'shape'")
-    return trace.static_shape(symbol)
+    return _shaping_trace().static_shape(symbol)
 
 
 def dims_of(symbol, axes):
     """The trace's Trace.dims_of (AttributeError outside a trace or when exporting)."""
-    trace = current()
-    if trace is None:
-        raise AttributeError("'Symbol' object has no attribute 'shape'")
-    return trace.dims_of(symbol, axes)
+    return _shaping_trace().dims_of(symbol, axes)
 
 
 def rank(symbol):
     """The trace's Trace.rank (AttributeError outside a trace or when exporting)."""
-    trace = current()
-    if trace is None:
-        raise AttributeError("'Symbol' object has no attribute 'shape'")
-    return trace.rank(symbol)
+    return _shaping_trace().rank(symbol)
 
 
 def symbol_ndim(symbol):
