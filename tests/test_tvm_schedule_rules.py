@@ -7,7 +7,9 @@ from tvm import relax
 from tvm.relax import op as R
 
 from tvm_bridge import compiler, inlining, schedule_rules
-from tvm_bridge.schedule_rules import InlinedElementwise, SpatialLanesReduction, TiledTranspose
+from tvm_bridge.schedule_rules import (InlinedElementwise, SerialWhenSmall, SpatialLanesReduction,
+                                       TiledTranspose)
+from tvm.s_tir import dlight
 
 
 def _kernels(build, *shapes):
@@ -104,3 +106,25 @@ def test_an_lstm_cells_elementwise_work_is_still_one_block():
     schedule = InlinedElementwise().apply(_kernel(cell_output, (1, 32), (1, 8)),
                                           compiler.host_target(), False)
     assert _largest_stored_value(schedule)[1] == 1
+
+
+def _parallel_loops(schedule):
+    return [loop for block in schedule.get_child_blocks(schedule.get_sblock("root"))
+            for loop in schedule.get_loops(block)
+            if schedule.get(loop).kind == tvm.tirx.ForKind.PARALLEL]
+
+
+@pytest.mark.parametrize("rows, parallel", [(20, False), (512, True)])
+def test_a_softmax_runs_its_rows_in_parallel_only_when_big(rows, parallel):
+    # dlight's Reduction forks TVM's pool for any softmax: for 20 x 2 values the
+    # fork costs more than the work, and waits for a core MXNet's threads hold.
+    target = compiler.host_target()
+    kernel = _kernel(R.nn.log_softmax, (rows, 256 if parallel else 2))
+    schedule = SerialWhenSmall(dlight.cpu.Reduction()).apply(kernel, target, False)
+    assert bool(_parallel_loops(schedule)) == parallel
+    assert _parallel_loops(dlight.cpu.Reduction().apply(kernel, target, False))
+    x = np.random.uniform(-3, 3, (rows, 256 if parallel else 2)).astype("float32")
+    shifted = x - x.max(axis=1, keepdims=True)
+    np.testing.assert_allclose(
+        _run(schedule, x, out_shape=x.shape),
+        shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)), rtol=1e-5, atol=1e-5)

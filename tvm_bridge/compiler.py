@@ -35,12 +35,12 @@ from .outline_branches import outline_branches
 from .packed_weights import pack_parameter_matmuls, panel_width
 from .pool_schedule import WindowPooling
 from .runtime import CompiledFunction, InputSpec, Signature, load_library, write_manifest
-from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SpatialLanesReduction,
-                             TiledTranspose, lanes)
+from .schedule_rules import (InlinedElementwise, PackedPanelGemm, SerialWhenSmall,
+                             SpatialLanesReduction, TiledTranspose, lanes)
 from .target import host_target, target_json
 
 # Bump when the passes below change, so libraries built by older code are not reused.
-PIPELINE_VERSION = 9
+PIPELINE_VERSION = 10
 
 
 def every_gemm(gemm, target, dim_values, cache_dir):  # pylint: disable=unused-argument
@@ -107,7 +107,7 @@ def fuse(mod, target, is_batched=False):
 def default_rules():
     """The dlight rules scheduling what tuning did not, first match wins."""
     return [ConvolutionTiles(), PackedPanelGemm(), SpatialLanesReduction(), TiledTranspose(),
-            WindowPooling(), dlight.cpu.Reduction(), InlinedElementwise()]
+            WindowPooling(), SerialWhenSmall(dlight.cpu.Reduction()), InlinedElementwise()]
 
 
 def lower(fused, target, database=None):

@@ -268,3 +268,41 @@ class InlinedElementwise(CPUScheduleRule):
             if loop is not None and elements >= PARALLEL_MIN_ELEMENTS:
                 sch.parallel(loop)
         return sch
+
+
+class SerialWhenSmall(CPUScheduleRule):
+    """`rule`'s schedule, its parallel loops made serial in a kernel whose largest
+    buffer holds fewer than PARALLEL_MIN_ELEMENTS elements (symbolic dims count 1),
+    as the rules above decide. dlight.cpu.Reduction parallelizes the rows of every
+    softmax: a policy's log_softmax of 20 x 2 values forked TVM's thread pool at
+    each call, and its workers, waiting for a core while MXNet's OpenMP threads
+    spun on it, made the 20 us call take 3 ms in one call in ten."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def is_target_available(self, target):
+        return self.rule.is_target_available(target)
+
+    def apply(self, func, target, tunable):
+        space = self.rule.apply(func, target, tunable)
+        if not isinstance(space, s_tir.Schedule):
+            return space
+        blocks = space.get_child_blocks(space.get_sblock("root"))
+        if max(_elements(region.source) for block in blocks
+               for region in (*space.get(block).reads, *space.get(block).writes)) \
+                >= PARALLEL_MIN_ELEMENTS:
+            return space
+        for block in blocks:
+            for loop in space.get_loops(block):
+                statement = space.get(loop)
+                if statement.kind == tirx.ForKind.PARALLEL:
+                    space.state.replace(space.get_sref(loop), tirx.For(
+                        statement.loop_var, statement.min, statement.extent,
+                        tirx.ForKind.SERIAL, statement.body, statement.thread_binding,
+                        statement.annotations))
+        return space
+
+
+def _elements(buffer):
+    return _bytes(buffer) * 8 // buffer.dtype.bits
