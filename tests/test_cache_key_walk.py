@@ -82,3 +82,50 @@ def test_a_change_deep_in_the_tree_changes_the_key():
     report = gluon_dyn.hybridize.report(dynamic)
     assert report["traces"] == 2 and calls_on_graphs(dynamic) == 5
     assert "Python value outer.1.scale" in report["cache_misses"][-1]
+
+
+class Gated(gluon.Block):
+    """A Dense layer and the Python values its forward branches on; `steps` appears later."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, in_units=3)
+        self.doubled = False
+
+    def forward(self, x):
+        x = self.dense(x)
+        if self.doubled:
+            x = x * 2
+        for _ in getattr(self, "steps", ()):
+            x = x + 1
+        return x
+
+
+def test_a_tree_keyed_without_a_walk_still_sees_each_change(monkeypatch):
+    # A tree holding no list, dict or set is keyed again only after a counted
+    # change; once a block holds a list, the list's contents are keyed at each call.
+    imperative, dynamic = twins(Gated, initialized=False, init=mx.init.Uniform(0.5),
+                                check_speed=False)
+    x = mx.nd.array(np.random.RandomState(2).standard_normal((2, 3)))
+    for _ in range(5):
+        assert_same(dynamic(x), imperative(x))
+    keyed = []
+    original = python_state._WalkedBlock.key_items
+    monkeypatch.setattr(python_state._WalkedBlock, "key_items",
+                        lambda self, unkeyed: keyed.append(self) or original(self, unkeyed))
+    assert_same(dynamic(x), imperative(x))
+    assert keyed == []
+    for change in ("doubled", "steps", "append", "append", "clear"):
+        for block in (imperative, dynamic):
+            if change == "doubled":
+                block.doubled = True
+            elif change == "steps":
+                block.steps = [0]
+            elif change == "append":
+                block.steps.append(0)
+            else:
+                block.steps.clear()
+        for _ in range(2):
+            assert_same(dynamic(x), imperative(x), change)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["traces"] == 6 and calls_on_graphs(dynamic) >= 12, report

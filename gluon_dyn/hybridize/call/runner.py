@@ -34,6 +34,7 @@ from ..capturing.weak_binding import BlockReference
 # Calls whose arguments need a new graph, before structures that keep changing
 # (say, a different parse tree on every call) make the block run as Python.
 MISSES_BEFORE_GIVING_UP = 8
+LAYOUTS_KEPT = 64
 BACKENDS = ("mxnet", "tvm")
 
 
@@ -73,6 +74,7 @@ class BlockRunner:
                              self.profile if speculate else None,
                              function_location(function or _user_forward(block)))
         self.cache, self.ladder = GraphCache(), ShapeLadder()
+        self.layouts = {}               # of calls of arrays alone, by skeleton (_layout)
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
         # A forward recursing over Python data runs on compiled bodies, not a graph
@@ -202,10 +204,9 @@ class BlockRunner:
         if self.speed_check.serves_python():
             return self._serve(None, args)
         try:
-            layout = arguments.ArgumentLayout(args)
+            layout = self._layout(args)
         except arguments.Unsupported as error:
             return self._fall_back(str(error), args)
-        self.ladder.note_call(layout)
         training = autograd.is_training()
         key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
         executor = self.cache.get(key)
@@ -244,6 +245,19 @@ class BlockRunner:
         self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
                        executor)
         return self._returning(executor, layout, self._run(executor, args))
+
+    def _layout(self, args):
+        """The call's ArgumentLayout, its sizes noted on the ladder. A layout of arrays
+        alone is kept by their shapes, dtypes and contexts (the skeleton): the next
+        call of the same is not walked again, and its sizes are noted already."""
+        arrays = self.last_call.of_arrays_alone()
+        layout = self.layouts.get(arrays) if arrays is not None else None
+        if layout is None:
+            layout = arguments.ArgumentLayout(args)
+            self.ladder.note_call(layout)
+            if arrays is not None and len(self.layouts) < LAYOUTS_KEPT:
+                self.layouts[arrays] = layout
+        return layout
 
     def _returning(self, executor, layout, result):
         """`result`, which `executor`'s graph returned for arguments of `layout`

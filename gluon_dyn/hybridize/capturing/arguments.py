@@ -148,6 +148,13 @@ class ArgumentSkeleton:
     def __init__(self, args):
         self._skeleton = _skeleton(args)
 
+    def of_arrays_alone(self):
+        """The skeleton, hashable, where the arguments are arrays alone (`x`, `x, y`),
+        whose layouts hold nothing of the call; else None."""
+        if all(type(part) is _ArraySpec for part in self._skeleton):
+            return self._skeleton
+        return None
+
     def arguments(self):
         """Arguments of the same structure, with arrays of zeros; Unsupported for an
         argument an exported graph cannot take (a Python object)."""

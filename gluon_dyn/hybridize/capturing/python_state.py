@@ -164,6 +164,9 @@ class _WalkedTree:
         self.parts = None           # each block's key items, as `keyed` was made from
         self.unkeyed = None         # the unkeyed paths `keyed` left out
         self.keyed = None
+        # `changes` when `keyed` was made, if no block then held a list, dict or set:
+        # only a counted change can change such a tree's key.
+        self.keyed_at = None
 
     def update(self):
         self.changes = _changes[0]
@@ -172,11 +175,15 @@ class _WalkedTree:
 
     def key_items(self, unkeyed):
         """The key items of the tree's entries, those of the paths in `unkeyed` left out."""
+        if self.keyed_at == self.changes and self.unkeyed == unkeyed:
+            return self.keyed
         parts = [walked.key_items(unkeyed) for walked in self.blocks]
         if self.keyed is None or self.unkeyed != unkeyed or \
                 not all(map(operator.is_, parts, self.parts)):
             self.parts, self.unkeyed = parts, frozenset(unkeyed)
             self.keyed = tuple(item for part in parts for item in part if item[0] not in unkeyed)
+        self.keyed_at = None if any(walked.holds_containers() for walked in self.blocks) \
+            else self.changes
         return self.keyed
 
 
@@ -224,6 +231,9 @@ class _WalkedBlock:
             if items != list(self.items):
                 self.items = tuple(items)
         return self.items
+
+    def holds_containers(self):
+        return any(container is not None for _, container in self.entries)
 
     def _simple_unchanged(self):
         return list(map(len, self.simple)) == self.sizes and all(
