@@ -106,7 +106,7 @@ class Trace:
         try:
             if self.export is not None:
                 return symbolic_shapes.symbolic_shape(symbol, self.inferred_shape(symbol))
-            if self.open_dims is not None and not _is_input(symbol):
+            if self.open_dims is not None and not is_input(symbol):
                 # Each size the code reads counts as read of what it depends on:
                 # `d = queries.shape[-1]` of a projection reads no batch size.
                 return ReadShape(self.inferred_shape(symbol),
@@ -123,7 +123,7 @@ class Trace:
         if self.export is not None:
             raise AttributeError("sizes are not fixed in an exported graph")
         shape = self.inferred_shape(symbol)
-        if _is_input(symbol):
+        if is_input(symbol):
             # An input's own shape: note which dimensions the code reads.
             return ReadShape(shape, lambda dims: self._note_read(symbol.name, dims))
         # A computed value's shape, as gluon_dyn's code may hand it to NumPy (which
@@ -146,7 +146,7 @@ class Trace:
         if self.export is not None:
             raise AttributeError("sizes are not fixed in an exported graph")
         shape, axes = self.inferred_shape(symbol), tuple(axes)
-        if _is_input(symbol):
+        if is_input(symbol):
             self._note_read(symbol.name, axes)
         elif axes:
             key = (symbol.handle.value, axes)
@@ -296,9 +296,10 @@ class Trace:
         return None
 
 
-def _is_input(symbol):
-    """Whether `symbol` is a graph input itself (a variable), not a computed value.
-    Its inputs first: asking MXNet for a large graph's children costs memory."""
+def is_input(symbol):
+    """Whether `symbol` is a graph input itself (a variable), not a computed value
+    (an operator without inputs, `zeros`, has no children either, but lists no
+    input). Its inputs first: asking MXNet for a large graph's children costs memory."""
     return symbol.list_inputs() == [symbol.name] and symbol.get_children() is None
 
 

@@ -99,21 +99,16 @@ def view_of(symbol):
     return entry[1] if entry and entry[1].shares_memory() else None
 
 
-def _is_variable(symbol):
-    # An operator without inputs (`zeros`) has no children either.
-    return symbol.get_children() is None and symbol.list_inputs() == [symbol.name]
-
-
 def is_graph_input(symbol):
     """Whether `symbol` is an input of the graph being traced (a variable made outside
     every graph branch and loop body, which would make it a placeholder)."""
-    return _is_variable(symbol) and symbol.attr(subgraph._SCOPE_ATTR) is None
+    return tracing.is_input(symbol) and symbol.attr(subgraph._SCOPE_ATTR) is None
 
 
 def refusal(symbol):
     """Why `symbol` cannot take a new value in place (None where it can): a graph
     input, or, inside a graph branch or loop body, a value from outside it."""
-    if _is_variable(symbol):
+    if tracing.is_input(symbol):
         if is_graph_input(symbol):
             return ("it is an array the graph takes as an input (an argument, an array kept "
                     "on the block, a parameter or an array made outside converted code), "
