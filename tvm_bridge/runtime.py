@@ -233,7 +233,7 @@ class CompiledFunction:
         self._prepared = self._prepared_from = None
         self.preparations = 0
         self.copies = 0
-        self._staging = {}      # data input position -> (TVM tensor, its memory's start, end)
+        self._staging = {}      # data input position -> (TVM tensor, its memory's start, end, (shape, dtype))
         self._staging_lock = threading.Lock()
         self.info = dict(info or {})
         # Input position -> (the NDArray, its TVM view, its data address), kept
@@ -278,7 +278,7 @@ class CompiledFunction:
         """`tensor`, or a copy of it where it shares the memory of a staging buffer,
         which the next call refills."""
         address = tensor.data_ptr()
-        for _, start, end in self._staging.values():
+        for _, start, end, _ in self._staging.values():
             if start <= address < max(end, start + 1):
                 return tvm.runtime.tensor(tensor.numpy())
         return tensor
@@ -329,8 +329,7 @@ class CompiledFunction:
         if staging_position is None:
             return tvm.runtime.tensor(np.ascontiguousarray(
                 array.asnumpy() if isinstance(array, mx.nd.NDArray) else array))
-        view, start, end = self._staging_buffer(staging_position, array.shape,
-                                                np.dtype(array.dtype))
+        view, start, end = self._staging_buffer(staging_position, array.shape, array.dtype)
         if not isinstance(array, mx.nd.NDArray):
             array = np.ascontiguousarray(array)
             address = array.ctypes.data
@@ -343,12 +342,13 @@ class CompiledFunction:
         NumPy array held by a TVM tensor would be freed from TVM at exit, after
         Python's own teardown."""
         kept = self._staging.get(position)
-        if kept is None or kept[0].shape != tuple(shape) or kept[0].dtype != dtype.name:
-            view = tvm.runtime.empty(tuple(shape), dtype.name)
+        if kept is None or kept[3] != (shape, dtype):
+            view = tvm.runtime.empty(tuple(shape), _dtype_name(dtype))
             start = view.data_ptr()
-            kept = self._staging[position] = (view, start,
-                                              start + int(np.prod(shape)) * dtype.itemsize)
-        return kept
+            kept = self._staging[position] = (
+                view, start, start + int(np.prod(shape)) * np.dtype(dtype).itemsize,
+                (shape, dtype))
+        return kept[:3]
 
 def read_manifest(manifest_path):
     with open(manifest_path) as f:
