@@ -233,7 +233,8 @@ class CompiledFunction:
         self._prepared = self._prepared_from = None
         self.preparations = 0
         self.copies = 0
-        self._staging = {}      # data input position -> (TVM tensor, its memory's start, end, (shape, dtype))
+        # Data input position -> (TVM tensor, its memory's start, end, (shape, dtype)).
+        self._staging = {}
         self._staging_lock = threading.Lock()
         self.info = dict(info or {})
         # Input position -> (the NDArray, its TVM view, its data address), kept
