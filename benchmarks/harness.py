@@ -24,12 +24,13 @@ on 2 CPUs: MXNet 42 ms alone, 331 ms with PyTorch in the process; PyTorch 102 an
 installed (`make setup`); benchmarks leave their rows out otherwise, and
 this process never imports torch.
 
-MXNet's operators and PyTorch both use one thread per core. MXNet 1.9.1 gives an
-operator half the CPUs unless MXNET_OMP_MAX_THREADS (or OMP_NUM_THREADS) is set
-before libmxnet loads, so a benchmark started with neither runs itself again
-(`os.execv`) with MXNET_OMP_MAX_THREADS set to the physical cores it may run on
-(gluon_dyn.threads.cores), and says so on stderr; either one set is respected.
-A PyTorch worker gets as many threads unless the benchmark says otherwise.
+Each framework runs with the threads it gives itself, as its users get them: MXNet
+1.9.1 gives an operator half the CPUs unless MXNET_OMP_MAX_THREADS (or
+OMP_NUM_THREADS) is set before libmxnet loads, PyTorch a thread per physical core
+(a worker gets that many unless the benchmark says otherwise). On the 2-vCPU
+machine here MXNet's one thread is also its faster setting: with two, its engine
+thread, their OpenMP team and the Python thread share two cores, and the GAN's
+training step as written took 9.0 ms instead of 6.2 (docs/mxnet_behaviours.md).
 """
 import contextlib
 import dataclasses
@@ -54,31 +55,6 @@ from gluon_dyn.threads import cores
 BENCHMARKS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCHMARKS)
 
-
-def omp_threads_to_set(environ, script):
-    """The MXNET_OMP_MAX_THREADS the benchmark `script`, started with `environ`, must
-    run again with (one thread per core), or None to run on as it is."""
-    if "MXNET_OMP_MAX_THREADS" in environ or "OMP_NUM_THREADS" in environ:
-        return None    # the user's choice, or the run that started this one set it
-    if not script.endswith(".py") or os.path.dirname(os.path.abspath(script)) != BENCHMARKS:
-        return None    # not a benchmark (the tests import this module)
-    return cores()
-
-
-def _run_again_with_omp_threads():
-    threads = omp_threads_to_set(os.environ, sys.argv[0])
-    if threads is None:
-        return
-    print("harness: MXNET_OMP_MAX_THREADS=%d (the physical cores this process may run on; "
-          "MXNet's default is half the CPUs): running %s again with it"
-          % (threads, os.path.basename(sys.argv[0])), file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.environ["MXNET_OMP_MAX_THREADS"] = str(threads)
-    os.execv(sys.executable, [sys.executable] + sys.argv)
-
-
-_run_again_with_omp_threads()
 
 # Untimed calls of a variant right before each of its timed calls, on inputs of
 # their own: a timed call then starts from what its own variant leaves, not from

@@ -333,10 +333,10 @@ def write(out, training, inference, scaling, args, load):
         "own variant), the MXNet variants checked to compute the same losses "
         "over the warm-up steps, medians over steps of samples per second (an MXNet step is "
         "timed until MXNet finished it, a PyTorch step inside its worker). MXNet's operators "
-        "and PyTorch use %s threads. JANUS's speed-ups are from the seeds' Table 3.4 "
+        "use %s, PyTorch %d threads. JANUS's speed-ups are from the seeds' Table 3.4 "
         "(TensorFlow 1.8 on a TITAN Xp GPU or a 36-core CPU): compare ratios, not "
         "samples/s." % (harness.command_line(), cpu_name(), os.cpu_count(), load[0],
-                        os.getloadavg()[0], os.environ.get("MXNET_OMP_MAX_THREADS", "their default")),
+                        os.getloadavg()[0], mxnet_threads(), harness.cores()),
         "",
         "## Training",
         "",
@@ -366,6 +366,14 @@ def write(out, training, inference, scaling, args, load):
     with open(out, "w") as f:
         f.write("\n".join(lines + [""]))
     print("wrote", out)
+
+
+def mxnet_threads():
+    """The OpenMP threads MXNet gives an operator in this run, and why."""
+    for variable in ("MXNET_OMP_MAX_THREADS", "OMP_NUM_THREADS"):
+        if variable in os.environ:
+            return "%s threads (%s)" % (os.environ[variable], variable)
+    return "%d thread(s) (MXNet's default: half the CPUs)" % max(1, (os.cpu_count() or 2) // 2)
 
 
 def main():

@@ -140,17 +140,6 @@ def test_a_budget_adds_the_timed_calls_that_fit_up_to_ten_times_the_repeats():
     assert harness.timed_repeats(4, 100, {"a": [500.0, 500.0, 1.0, 1.0]}) == 40
 
 
-def test_mxnet_threads_are_set_once_and_only_for_benchmarks():
-    benchmark = os.path.join(harness.BENCHMARKS, "small_lstm.py")
-    threads = harness.omp_threads_to_set({}, benchmark)
-    assert threads == harness.cores() >= 1
-    # The run it starts has the variable: it runs on, and so does one the user set.
-    assert harness.omp_threads_to_set({"MXNET_OMP_MAX_THREADS": str(threads)}, benchmark) is None
-    assert harness.omp_threads_to_set({"OMP_NUM_THREADS": "1"}, benchmark) is None
-    assert harness.omp_threads_to_set({}, sys.argv[0]) is None     # the tests
-    assert harness.omp_threads_to_set({}, "-c") is None
-
-
 def rnn_cell_values(rng, hidden=3, inputs=4):
     """cell_values of an RNNCell (tanh), made up: what torch_twins.build_cell_loop takes."""
     shapes = [(hidden, inputs), (hidden, hidden), (hidden,), (hidden,)]
