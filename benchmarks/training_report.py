@@ -290,7 +290,7 @@ def training_section(training):
               "### The PyTorch versions", "",
               "`benchmarks/torch_training.py`: each script written in PyTorch (same model, "
               "initial values, batches, loss, optimizer rule and hyper-parameters), run in a "
-              "worker process of its own with as many threads as MXNet's operators; "
+              "worker process of its own with a thread per physical core (PyTorch's default); "
               "`torch.compile` wraps each model (default mode), the loss, backward and "
               "optimizer step run as in eager. Before timing, each trained %d steps beside the "
               "script as written, without dropout: the largest relative difference of a step's "
