@@ -17,10 +17,11 @@ every array is small, and what a wide team gains where arrays are larger.
    in a region of one thread and without, per size: where the wide team starts to
    pay for its wake-ups (the choice of threads.SMALL_ARRAY).
 
-With MXNET_OMP_MAX_THREADS=1 (or OMP_NUM_THREADS=1) both variants run on one
-thread: harness.py gives MXNet's operators a thread per core.
+It compares an operator team of several threads with one: where MXNet's default gives
+one thread (half the CPUs: a 2-vCPU machine), run it with MXNET_OMP_MAX_THREADS set to the
+cores, as the measurements in gluon_dyn/threads.py were.
 
-    .venv/bin/python benchmarks/serial_graphs.py [--repeats 30]
+    MXNET_OMP_MAX_THREADS=2 .venv/bin/python benchmarks/serial_graphs.py [--repeats 30]
 """
 import argparse
 import os
