@@ -164,14 +164,16 @@ class _WalkedTree:
         self.parts = None           # each block's key items, as `keyed` was made from
         self.unkeyed = None         # the unkeyed paths `keyed` left out
         self.keyed = None
-        # `changes` when `keyed` was made, if no block then held a list, dict or set:
+        # `changes` when `keyed` was made, where no block holds a list, dict or set:
         # only a counted change can change such a tree's key.
         self.keyed_at = None
+        self.holds_containers = any(walked.holds_containers for walked in self.blocks)
 
     def update(self):
         self.changes = _changes[0]
         for walked in self.blocks:
             walked.update()
+        self.holds_containers = any(walked.holds_containers for walked in self.blocks)
 
     def key_items(self, unkeyed):
         """The key items of the tree's entries, those of the paths in `unkeyed` left out."""
@@ -182,8 +184,7 @@ class _WalkedTree:
                 not all(map(operator.is_, parts, self.parts)):
             self.parts, self.unkeyed = parts, frozenset(unkeyed)
             self.keyed = tuple(item for part in parts for item in part if item[0] not in unkeyed)
-        self.keyed_at = None if any(walked.holds_containers() for walked in self.blocks) \
-            else self.changes
+        self.keyed_at = None if self.holds_containers else self.changes
         return self.keyed
 
 
@@ -210,6 +211,7 @@ class _WalkedBlock:
             return
         self.version = version
         self.entries = _walk_block(node, self.path)
+        self.holds_containers = any(container is not None for _, container in self.entries)
         self.items = None           # the key items, as made last
         self.simple = []            # the containers of simple values when keyed
         self.views = []             # ... live views of what they hold (dicts: keys, values)
@@ -231,9 +233,6 @@ class _WalkedBlock:
             if items != list(self.items):
                 self.items = tuple(items)
         return self.items
-
-    def holds_containers(self):
-        return any(container is not None for _, container in self.entries)
 
     def _simple_unchanged(self):
         return list(map(len, self.simple)) == self.sizes and all(
