@@ -9,7 +9,8 @@ variant of one call computes the same thing. Then:
   against the reference's output of the same call), then times `repeats` calls
   of each, interleaved (A, B, C, then B, C, A, then C, A, B, ...) on inputs all made before the
   first timed call, each timed call right after an untimed call of the same
-  variant (SETTLING_CALLS), and gives each variant's times (medians for the tables);
+  variant (SETTLING_CALLS), each variant's calls once the machine is idle (`settle`),
+  and gives each variant's times (medians for the tables);
 - `run_calls` does the same for a fixed sequence of calls whose every call
   matters (a guard that fails at call 9), checking every call;
 - `print_table` prints a markdown table under the command line that produced it.
@@ -41,6 +42,8 @@ import os
 import shlex
 import statistics
 import sys
+import threading
+import time
 from typing import Any, Callable, Dict, List, Sequence
 
 import mxnet as mx
@@ -67,6 +70,16 @@ REPO = os.path.dirname(BENCHMARKS)
 # the process's samples); its ratio to imperative ranged 3.6x-4.0x timed right after
 # the other variant and 4.2x-4.5x after a call of its own.
 SETTLING_CALLS = 1
+
+# A PyTorch step leaves its OpenMP team spinning for about 8 ms after the worker
+# replied (measured: the worker used 8-9 ms of CPU in the 8 ms after each GAN step,
+# with a thread per core), across the settling call and into the timed call of the
+# MXNet variant next in the rotation; MXNet as written trained 10% faster beside a
+# one-thread PyTorch, whose team does not spin. So each variant's run of calls starts
+# once the threads of this process and of the PyTorch workers are idle (`settle`), at
+# most IDLE_WAIT_S for each process; its own calls follow each other at once, as in
+# a user's loop.
+IDLE_WAIT_S = 0.05
 
 # Calls before timing starts: hybridize(dynamic=True) profiles 3 calls, traces on
 # the 4th, then its speed check alternates graph and Python until each has
@@ -170,6 +183,7 @@ def _round(variants, arguments, call, check):
     `rotated`."""
     ms, expected = {}, None
     for variant in (variants if check else rotated(variants, call)):
+        settle()
         output, ms[variant.name] = timed_call(variant, arguments[variant.name])
         if check and expected is None:
             expected = as_numpy(output)
@@ -229,6 +243,7 @@ def compare(variants: Sequence[Variant], make_inputs, repeats: int,
     timed = {v.name: [] for v in variants}
     for index in range(rounds):
         for variant in rotated(variants, call + index):
+            settle()
             for number in range(index * run, (index + 1) * run):
                 _, ms = timed_call(variant, made[variant.name][number])
             timed[variant.name].append(ms)      # the last of its run
@@ -350,6 +365,42 @@ def _main_script_hidden():
         main.__dict__.update(saved)
 
 
+def _running_threads(pid, skip):
+    """The threads of process `pid` on a CPU or waiting for one (state R), but those
+    in `skip`; empty where /proc cannot say (the process ended, not Linux)."""
+    running = []
+    try:
+        threads = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return running
+    for tid in threads:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue    # the thread ended meanwhile
+        if state == "R" and int(tid) not in skip:
+            running.append(int(tid))
+    return running
+
+
+def wait_for_idle(pid, skip=(), timeout=IDLE_WAIT_S):
+    """Returns once no thread of process `pid` (but those in `skip`) runs, or after
+    `timeout` seconds: spinning OpenMP threads sleep in a few milliseconds."""
+    deadline = time.monotonic() + timeout
+    while _running_threads(pid, skip) and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
+def settle(timeout=IDLE_WAIT_S):
+    """Waits for the threads of this process (but the calling one) and of the live
+    PyTorch workers to be idle (at most `timeout` seconds for each process): the next
+    variant's calls start on a quiet machine."""
+    wait_for_idle(os.getpid(), skip=(threading.get_native_id(),), timeout=timeout)
+    for pid in list(TorchProcess.live_workers):
+        wait_for_idle(pid, timeout=timeout)
+
+
 class TorchProcess:
     """A PyTorch program (torch_twins' `builder`, or "module.builder" of another module
     here, with `arguments`: numpy arrays, ints, strings, containers of them) in a worker
@@ -359,6 +410,7 @@ class TorchProcess:
     `encode(arguments)` turns a call's arguments into what the worker receives
     (picklable; the builder's `prepare` reads it). Close it when done (a context
     manager); a daemon, it ends with this process anyway."""
+    live_workers = set()     # their pids, for `settle`
 
     def __init__(self, builder, *arguments, train=False, step=False, threads=None,
                  encode=numpy_arguments):
@@ -374,6 +426,7 @@ class TorchProcess:
             args=(worker_end, builder, arguments, mode, threads or cores()))
         with _main_script_hidden():
             self.process.start()
+        TorchProcess.live_workers.add(self.process.pid)
         worker_end.close()   # so that the worker's end alone keeps it open: recv sees it end
         self._reply()        # built
 
@@ -412,6 +465,7 @@ class TorchProcess:
 
     def close(self):
         """Ends the worker and waits for it (killed after 30 s); again, does nothing."""
+        TorchProcess.live_workers.discard(self.process.pid)
         if self.process.is_alive():
             try:
                 self._connection.send(("close",))

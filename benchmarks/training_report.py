@@ -47,14 +47,14 @@ ROOT = os.path.dirname(HERE)
 # warm-up steps, timed steps per variant
 WORKLOADS = [
     ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 40),
-    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 16),
+    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 40),
     # Tree models: 12 warm-up steps, in which the whole step's first steps run their
     # calls one by one (profiled), then as batches (batch_calls=True) profiled too, and
     # the recursion engine builds the programs of the schedules that recur; 12 timed
     # steps, as each step's 25 trees take from 15 to 30 ms whole.
     ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 12, 12),
     ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 12, 12),
-    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 10),
+    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 30),
     ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 40),
 ]
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
@@ -120,7 +120,8 @@ def interleaved(variants, warmup, timed, checked):
     """Median samples/s of each variant, a function index -> (value, samples, seconds).
     Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
     what checked[0] does; timed steps run in rotated order (harness.rotated), each
-    right after untimed steps of its own variant (harness.SETTLING_CALLS)."""
+    right after untimed steps of its own variant (harness.SETTLING_CALLS), each
+    variant's run of steps once the machine is idle (harness.settle)."""
     names = list(variants)
     for index in range(warmup):
         values = {name: variants[name](index)[0] for name in names}
@@ -130,6 +131,7 @@ def interleaved(variants, warmup, timed, checked):
     rates, run = {name: [] for name in names}, harness.SETTLING_CALLS + 1
     for k in range(timed):
         for name in harness.rotated(names, k):
+            harness.settle()
             for index in range(warmup + k * run, warmup + (k + 1) * run):
                 _, samples, seconds = variants[name](index)
             rates[name].append(samples / seconds)     # the last of its run

@@ -1,5 +1,6 @@
 """benchmarks/harness.py's own logic, with fake variants (no timing is asserted)."""
 import os
+import subprocess
 import sys
 import time
 
@@ -205,3 +206,37 @@ def test_pytorch_is_found_where_the_worker_looks_without_importing_it(monkeypatc
         assert not harness.torch_installed()
     finally:
         harness.torch_installed.cache_clear()
+
+
+SPINNER = """
+import sys, time
+print("spinning", flush=True)
+total = 0
+for k in range(%d):
+    total += k
+open(sys.argv[1], "w").write(str(total))
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("through_settle", [False, True])
+def test_the_next_variant_waits_for_a_workers_spinning_threads(tmp_path, monkeypatch,
+                                                               through_settle):
+    """A process whose thread still runs (a PyTorch worker's OpenMP team spinning after
+    a step) is waited for: the wait returns only after the thread went to sleep, which
+    it does after writing the marker (the order is asserted, no time)."""
+    marker = tmp_path / "spun"
+    child = subprocess.Popen([sys.executable, "-c", SPINNER % 3_000_000, str(marker)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "spinning"
+        if through_settle:
+            monkeypatch.setattr(harness.TorchProcess, "live_workers", {child.pid})
+            harness.settle(timeout=30.0)
+        else:
+            harness.wait_for_idle(child.pid, timeout=30.0)
+        assert marker.exists()
+        assert harness._running_threads(child.pid, ()) == []
+    finally:
+        child.kill()
+        child.wait()
