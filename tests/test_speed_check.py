@@ -3,6 +3,8 @@ the forward as written, by measure.MeasuredChoice's policy (a margin, confirmed
 twice; re-checked later). Either way every call's result equals imperative
 execution, including the timed calls that run as Python. The policy itself is
 tested with injected timings; which variant wins on this machine is never asserted."""
+import contextlib
+
 import mxnet as mx
 import numpy as np
 
@@ -59,6 +61,30 @@ def test_a_graph_serves_only_once_it_measured_faster_twice():
     assert speed_check.SpeedCheck(enabled=False).next_variant() is None
 
 
+def test_recorded_and_inference_calls_are_compared_like_with_like():
+    """A block called once recorded and once for inference in each step (a GAN's
+    generator): alternating over all its calls gave the graph every recorded call and
+    the forward as written every inference call, and the forward as written won on
+    the cheaper calls. Each kind alternates on its own, and a measurement compares
+    calls of one kind: here the graph, faster in both kinds, is chosen."""
+    ms = {(speed_check.RECORDED, "graph"): 0.9, (speed_check.RECORDED, "python"): 1.0,
+          (speed_check.INFERENCE, "graph"): 0.4, (speed_check.INFERENCE, "python"): 0.5}
+    check = speed_check.SpeedCheck(enabled=True)
+    for _ in range(50):
+        for kind in (speed_check.RECORDED, speed_check.INFERENCE):
+            with mx.autograd.record(train_mode=False) if kind == speed_check.RECORDED \
+                    else contextlib.nullcontext():
+                variant, timed = check.next_variant()
+            assert timed == check.measuring or not check.measuring
+            if check.measuring:
+                check.record(variant, ms[kind, variant] / 1000, kind)
+        if not check.measuring:
+            break
+    assert not check.measuring and check.next_variant()[0] == "graph"
+    assert all(entry["chosen"] == "python" or entry["times_ms"]["graph"] <
+               entry["times_ms"]["python"] for entry in check.choice.history)
+
+
 class Recurrent(mx.gluon.Block):
     """A loop over a Dense with a BatchNorm: trainable parameters, and running
     statistics the forward updates."""
@@ -90,8 +116,9 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
     recorded = []
     record = runner.speed_check.record
     monkeypatch.setattr(runner.speed_check, "record",
-                        lambda variant, seconds: (recorded.append((variant, seconds)),
-                                                  record(variant, seconds)))
+                        lambda variant, seconds, kind=None: (
+                            recorded.append((variant, seconds, kind)),
+                            record(variant, seconds, kind)))
     weights = mx.nd.array(np.random.RandomState(0).standard_normal((8, 4)))
     for call in range(3 + 1 + 2 * MIN_SAMPLES + 1):
         x = mx.nd.array(np.random.RandomState(call).standard_normal((8, 4)))
@@ -107,8 +134,10 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
             if a.grad_req != "null":
                 np.testing.assert_allclose(b.grad().asnumpy(), a.grad().asnumpy(),
                                            rtol=1e-5, atol=1e-5, err_msg=name)
-    timed = [(variant, seconds) for variant, seconds in recorded if seconds is not None]
+    timed = [(variant, seconds) for variant, seconds, kind in recorded if seconds is not None]
     assert len(timed) >= 2 * MIN_SAMPLES and {v for v, _ in timed} == {"graph", "python"}
+    assert {kind for _, seconds, kind in recorded if seconds is not None} == {
+        speed_check.RECORDED}
     # outputs noted first, then the backward's end: 1 second after
     assert all(1.0 <= seconds < 1.5 for _, seconds in timed), timed
 
@@ -126,7 +155,7 @@ def test_a_recorded_call_without_backward_counts_its_forward(monkeypatch):
         check.next_variant()
         assert check.pending
     check.next_variant()
-    assert not check.pending and len(check.samples[variant]) == 1
+    assert not check.pending and len(check.samples[speed_check.RECORDED][variant]) == 1
 
 
 def test_timing_a_recorded_call_leaves_arrays_without_history_as_they_are():
@@ -168,7 +197,7 @@ def test_a_recheck_falling_due_while_python_serves_runs_the_call_as_written(monk
     check = gluon_dyn.hybridize.call.dynamic.runner_of(dynamic).speed_check
     # as after a measurement that chose the forward as written
     check.measuring, check.choice.chosen = False, "python"
-    check.samples = {"graph": [], "python": []}
+    check.samples = check._no_samples()
     sample = RecordedCallTiming("python")
     sample.forward_ms, sample.started, sample.finished = 1.0, 0.0, 0.001
     check.pending = [sample]
