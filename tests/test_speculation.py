@@ -92,6 +92,50 @@ def test_fixed_trip_count_unrolls_and_a_new_count_falls_back_then_relaxes():
     assert "while: while_loop (graph)" in report["statements"].values()
 
 
+class Speculative64(gluon.Block):
+    """A loop and a branch on the data, for float64 arrays."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(2, in_units=2, dtype="float64")
+
+    def forward(self, x):
+        h = self.dense(x)
+        while mx.nd.sum(h) < 2:
+            h = h + 1
+        if mx.nd.sum(h) > 100:
+            h = h * 2
+        else:
+            h = h - 1
+        return h
+
+
+def test_a_float64_model_speculates_as_a_float32_one():
+    """Its loop and branch tests are float64 values: each guard is made float32 in the
+    guard vector (a test compared with a float32 zero failed MXNet's type inference,
+    and the block ran as Python)."""
+    blocks = [Speculative64(), Speculative64()]
+    for block in blocks:
+        mx.random.seed(0)
+        block.initialize(mx.init.Uniform(0.5))
+    imperative, dynamic = blocks
+    dynamic.hybridize(dynamic=True, profile_calls=3, check_speed=False)
+    for shift in (0.5, 0.5, 0.5, 0.5, 0.5, -1.5, 0.5, 0.5):
+        x = mx.nd.array([[0.3 + shift, -0.4]], dtype="float64")
+        outputs = []
+        for block in blocks:
+            x.attach_grad()
+            with autograd.record():
+                out = block(x)
+            out.backward()
+            outputs.append((out.asnumpy(), x.grad.asnumpy()))
+        assert outputs[0][0].dtype == np.float64
+        assert_same(outputs[1], outputs[0])
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["internal_errors"] == [] and report["fallback"] is None, report
+    assert report["calls"]["by_kind"]["graph"] >= 3 and len(report["guard_failures"]) == 1
+
+
 def test_guard_failure_in_the_middle_of_training_gives_imperative_gradients():
     imperative, dynamic = pair()
     trainers = [gluon.Trainer(b.collect_params(), "sgd", {"learning_rate": 0.1})

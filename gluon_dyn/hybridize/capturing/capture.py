@@ -426,7 +426,7 @@ class Tracer:
             heads.append(mx.sym.concat(*[_any(trace.conditional_reads[name])
                                          for name in conditional], dim=0))
         if trace.guards:
-            heads.append(guards.guard_vector(trace.guards))
+            heads.append(guards.guard_vector(trace.guards, trace.dtypes))
         if not heads:
             raise tracing.FallbackRequired("it computes no array (only Python values)",
                                            self.where)

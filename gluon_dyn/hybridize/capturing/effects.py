@@ -19,7 +19,7 @@ import mxnet as mx
 
 from ...ops import ControlFlowError
 from ...origin import caller_location, raised_in_user_code, user_location
-from . import tracing
+from . import guards, tracing
 
 
 class _Marker:
@@ -91,8 +91,7 @@ def refuse_markers(value, use):
 
 def flag(predicate):
     """A tensor predicate as a one-element 0/1 float32 Symbol."""
-    return mx.sym.cast(mx.sym.broadcast_not_equal(mx.sym.reshape(predicate, shape=(1,)),
-                                                  mx.sym.zeros((1,))), dtype="float32")
+    return mx.sym.cast(guards.truth(mx.sym.reshape(predicate, shape=(1,))), dtype="float32")
 
 
 class EffectFrame:

@@ -8,6 +8,7 @@ so a failure never depends on an error message.
 import dataclasses
 
 import mxnet as mx
+import numpy as np
 
 
 @dataclasses.dataclass
@@ -35,7 +36,7 @@ class Guard:
 
 def branch_guard(location, predicate, assumed):
     """The `if` at `location` takes the branch `assumed` (True: then)."""
-    taken = _truth(predicate)
+    taken = truth(predicate)
     return Guard(location, taken if assumed else mx.sym.logical_not(taken),
                  "branch at %s went %s, assumed %s" % (location, "else" if assumed else "then",
                                                       "then" if assumed else "else"))
@@ -43,7 +44,7 @@ def branch_guard(location, predicate, assumed):
 
 def loop_test_guard(location, test, expected, trips):
     """The loop test at `location` is `expected` at this point of an unrolled loop of `trips`."""
-    result = _truth(test)
+    result = truth(test)
     return Guard(location, result if expected else mx.sym.logical_not(result),
                  "loop at %s: trip count differs from %d" % (location, trips))
 
@@ -51,14 +52,26 @@ def loop_test_guard(location, test, expected, trips):
 def loop_bound_guard(location, test, bound):
     """The graph loop at `location`, allotted `bound` iterations for its appends, ended
     by itself: its test is false after the loop."""
-    return Guard(location, mx.sym.logical_not(_truth(test)),
+    return Guard(location, mx.sym.logical_not(truth(test)),
                  "loop at %s ran past the %d iterations allotted to its appends" % (location, bound),
                  speculative=False)
 
 
-def guard_vector(guards):
-    """The graph output holding every guard's result, in order (float32, one per guard)."""
-    return mx.sym.concat(*[g.holds for g in guards], dim=0)
+def guard_vector(guards, input_dtypes):
+    """The graph output holding every guard's result, in order (float32, one per
+    guard); `input_dtypes`: the dtypes of the graph's inputs the trace knows, by
+    name, which tell the guards testing values of other dtypes (a float64 model's)."""
+    holds = [guard.holds for guard in guards]
+    group = mx.sym.Group(holds)
+    names = set(group.list_inputs())
+    try:
+        _, dtypes, _ = group.infer_type_partial(
+            **{name: dtype for name, dtype in input_dtypes.items() if name in names})
+    except mx.base.MXNetError:
+        dtypes = None
+    return mx.sym.concat(*[held if dtype in (None, np.float32) else
+                           mx.sym.cast(held, dtype="float32")
+                           for held, dtype in zip(holds, dtypes or [None] * len(holds))], dim=0)
 
 
 def failed(guards, vector):
@@ -66,5 +79,7 @@ def failed(guards, vector):
     return [guard for guard, held in zip(guards, vector) if not held]
 
 
-def _truth(value):
-    return mx.sym.broadcast_not_equal(value, mx.sym.zeros((1,)))
+def truth(value):
+    """1 where the one-element Symbol `value` is nonzero, else 0, in its dtype: a
+    float64 model's tests stay float64 (guard_vector makes its guards float32)."""
+    return mx.sym._internal._not_equal_scalar(value, scalar=0)

@@ -254,7 +254,7 @@ def binary_op(left, right, name):
                                  _constant(value) for value in (left, right)]
     if name in _DIVISIONS and not issubclass(result_type, np.generic):
         # Python raises ZeroDivisionError where numpy and the graph give inf or nan.
-        _check(mx.sym.broadcast_not_equal(right_symbol, mx.sym.zeros((1,))),
+        _check(guards.truth(right_symbol),
                "a division by zero of a number read from a tensor at %s" % host.where)
     result = HostValue(BROADCASTING[name](left_symbol, right_symbol), result_type, host.where)
     return _integer(result) if _is_integer_type(result_type) else result
@@ -424,7 +424,7 @@ def asserted(test):
     if not isinstance(test, HostValue):
         return test
     _refuse_inside_bodies(test, "an assertion")
-    _check(mx.sym.broadcast_not_equal(test.symbol, mx.sym.zeros((1,))),
+    _check(guards.truth(test.symbol),
            "an assertion on a number read from a tensor at %s failed" % test.where)
     return True
 

@@ -334,7 +334,7 @@ def _failing_past_bound(where, more, bound, output):
 
 def _truth_index(test):
     """0 where the one-element tensor `test` is false, 1 where it is true."""
-    return mx.sym.reshape(mx.sym.broadcast_not_equal(test, mx.sym.zeros((1,))), shape=(1,))
+    return mx.sym.reshape(guards.truth(test), shape=(1,))
 
 
 def _carried(where, initial, after, symbol_names):
