@@ -65,10 +65,11 @@ load()
 
 
 def _versions_reader():
-    """`versions(arrays)`: for each NDArray, the count of writes MXNet has completed
-    to its memory (its engine variable's version; see src/ndarray/version.cc) once
-    its pending writes are done, in one call; or None with a warning when the
-    library cannot read them."""
+    """`reader(arrays)`: a function giving, for each NDArray of `arrays`, the count of
+    writes MXNet has completed to its memory (its engine variable's version; see
+    src/ndarray/version.cc) once its pending writes are done, in one call, its
+    handles gathered once (2.5 us of 3.6 for eight arrays); the caller keeps the
+    arrays alive. None, with a warning, when the library cannot read them."""
     function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_versions", None)
     if function is None:
         warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_versions (built from older "
@@ -79,27 +80,36 @@ def _versions_reader():
                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p]
     wait_to_read = ctypes.cast(mx.base._LIB.MXNDArrayWaitToRead, ctypes.c_void_p)
 
-    def versions(arrays):
+    def reader(arrays):
         count = len(arrays)
         read = (ctypes.c_size_t * count)()
         handles = (ctypes.c_void_p * count)(*[array.handle.value for array in arrays])
-        if function(handles, count, read, wait_to_read) != 0:
-            mx.base.check_call(-1)   # raises the error MXNet's wait recorded
-        return tuple(read)
+
+        def versions():
+            if function(handles, count, read, wait_to_read) != 0:
+                mx.base.check_call(-1)   # raises the error MXNet's wait recorded
+            return tuple(read)
+        return versions
 
     # The reader follows the NDArray layout of the headers it was built with: check
     # that a write counts once, as it must if they match this MXNet.
     probe = mx.nd.zeros((1,))
-    (before,) = versions([probe])
+    read_probe = reader([probe])
+    (before,) = read_probe()
     probe[:] = 1
-    if versions([probe]) != (before + 1,):
+    if read_probe() != (before + 1,):
         warnings.warn("gluon_dyn: %s reads array versions wrongly (built for another MXNet?); %s"
                       % (LIBRARY_PATH, REBUILD))
         return None
-    return versions
+    return reader
 
 
-ndarray_versions = _versions_reader()
+ndarray_versions_reader = _versions_reader()
+
+
+def ndarray_versions(arrays):
+    """The arrays' versions (ndarray_versions_reader), read once; None if unknown."""
+    return None if ndarray_versions_reader is None else ndarray_versions_reader(arrays)()
 
 
 def _namespace(F, arrays, what):

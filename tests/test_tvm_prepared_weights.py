@@ -87,7 +87,7 @@ def test_a_reinitialised_parameter_is_a_new_array_and_is_prepared_again(tmp_path
 
 def test_without_a_version_reader_weights_are_prepared_at_every_call(tmp_path, monkeypatch):
     """As in a copy of runtime.py deployed alone: correct, prepared per call."""
-    monkeypatch.setattr(runtime, "array_versions", None)
+    monkeypatch.setattr(runtime, "array_versions_reader", None)
     net, compiled, function, inputs = compiled_lstm(tmp_path)
     for calls in (1, 2, 3):
         assert_matches(net, compiled, inputs)
@@ -98,10 +98,13 @@ def test_without_a_version_reader_weights_are_prepared_at_every_call(tmp_path, m
 
 def test_the_native_reader_counts_completed_writes():
     array, other = mx.nd.zeros((4,)), mx.nd.zeros((2,))
+    read_again = gluon_dyn.native.ndarray_versions_reader([array, other])
     (before, other_before) = gluon_dyn.native.ndarray_versions([array, other])
+    assert read_again() == (before, other_before)
     array[:] = 1
     array += 2      # pending writes are waited for, then counted
     assert gluon_dyn.native.ndarray_versions([array, other]) == (before + 2, other_before)
+    assert read_again() == (before + 2, other_before)     # a reader made before the writes
     array.asnumpy()  # reads count nothing
     assert gluon_dyn.native.ndarray_versions([array]) == (before + 2,)
 

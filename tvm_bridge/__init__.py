@@ -10,7 +10,7 @@ Running: SegmentedGraph (TVM where faster, MXNet elsewhere); compile_block for a
 static HybridBlock, whose export load_plan (deploy_loader.py, standalone with
 runtime.py) runs without this package.
 """
-from gluon_dyn.native import ndarray_versions
+from gluon_dyn.native import ndarray_versions_reader
 
 from . import runtime
 from .block import CompiledBlock, compile_block
@@ -31,4 +31,4 @@ __all__ = ["CompiledBlock", "CompiledFunction", "DeployedPlan", "compile_block",
            "SegmentedGraph", "tune_module"]
 
 # Prepared parameters are kept until MXNet reports a write to them.
-runtime.array_versions = ndarray_versions
+runtime.array_versions_reader = ndarray_versions_reader

@@ -7,6 +7,7 @@ tvm_bridge), so it can be copied beside an exported model and loaded on its own:
 import atexit
 import ctypes
 import json
+import operator
 import os
 import threading
 import weakref
@@ -25,11 +26,12 @@ READABLE_MANIFEST_FORMATS = (1, 2, 3)
 # The function compiler.py lifts the work on parameters into (Relax's name for it).
 PREPARE_FUNCTION = "main_transform_params"
 
-# [NDArray] -> for each, a number that changes whenever the array is written
-# (MXNet's engine variable version, once its pending writes are done), or None
-# when there is no such reader: then parameters are prepared again at every call.
-# tvm_bridge installs gluon_dyn's reader; a copy of this file deployed alone has none.
-array_versions = None
+# [NDArray] -> a function giving, at each call, for each of them a number that
+# changes whenever the array is written (MXNet's engine variable version, once its
+# pending writes are done); None when there is no such reader: then parameters are
+# prepared again at every call. tvm_bridge installs gluon_dyn's reader; a copy of
+# this file deployed alone has none.
+array_versions_reader = None
 
 
 def configure_threads(default_threads=None):
@@ -177,11 +179,13 @@ def _dtype_name(dtype):
     return name
 
 
-def _versions(arrays):
-    """The arrays' write counts (see array_versions), or None if unknown."""
-    if array_versions is None or not all(isinstance(array, mx.nd.NDArray) for array in arrays):
+def _versions_reader(arrays):
+    """A function giving the arrays' write counts (see array_versions_reader), or None
+    if unknown."""
+    if array_versions_reader is None or \
+            not all(isinstance(array, mx.nd.NDArray) for array in arrays):
         return None
-    return array_versions(arrays)
+    return array_versions_reader(arrays)
 
 
 def _mx_data_address(array):
@@ -214,8 +218,8 @@ class CompiledFunction:
     (~2 us instead of ~12 us per array).
     Parameters (the inputs after `signature.num_data`) are prepared by
     PREPARE_FUNCTION (transposed, packed) and the results kept: they are
-    prepared again when a parameter is another array or its `array_versions`
-    changed (every write MXNet completes counts: optimizer steps, set_data,
+    prepared again when a parameter is another array or its version
+    (`array_versions_reader`) changed (every write MXNet completes counts: optimizer steps, set_data,
     `p.data()[:] = ...`, load_parameters); `preparations` counts the runs.
     Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
     returns a tuple gives a list, one that returns a tensor gives one NDArray.
@@ -267,7 +271,8 @@ class CompiledFunction:
                 result = self._function(*views)
             else:
                 result = self._function(*views, *self._parameters(arrays[self._num_data:]))
-            results = list(result) if self.signature.returns_tuple else [result]
+            # A slice of TVM's Array is made in one call, list() calls per item.
+            results = result[:] if self.signature.returns_tuple else [result]
             if staging and self._staging:
                 results = [self._out_of_staging(tensor) for tensor in results]
         finally:
@@ -287,14 +292,15 @@ class CompiledFunction:
     def _parameters(self, arrays):
         """What "main" takes after the data: the prepared parameters, prepared
         again unless every array is the one they came from, unchanged since."""
-        versions = _versions(arrays)
         previous = self._prepared_from
-        if previous is None or versions is None or versions != previous[1] or any(
-                array is not before for array, before in zip(arrays, previous[0])):
+        if previous is None or previous[2] is None or len(arrays) != len(previous[0]) or \
+                not all(map(operator.is_, arrays, previous[0])) or previous[2]() != previous[1]:
             self._prepared = list(self._prepare([self._to_tvm(array) for array in arrays]))
             # Stamped after the views: taking one re-lays out a weight oneDNN had
             # blocked, a write that would otherwise make the next call prepare again.
-            self._prepared_from = (list(arrays), _versions(arrays))
+            read_versions = _versions_reader(arrays)
+            self._prepared_from = (list(arrays), read_versions and read_versions(),
+                                   read_versions)
             self.preparations += 1
         return self._prepared
 

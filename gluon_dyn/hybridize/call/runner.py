@@ -17,7 +17,7 @@ from ...origin import function_location, user_stacklevel
 from ..capturing import arguments, speculation, tracing, truth_probes
 from ..passes import fused_cells
 from ..partition import graph_breaks
-from .cache_key import GraphCache, ShapeLadder, key_for
+from .cache_key import GraphCache, RepeatedCall, ShapeLadder, key_for
 from ..capturing.capture import ExportError, Tracer
 from ..capturing.deferred_init import DeferredParameters
 from .executor import GraphExecutor
@@ -74,6 +74,7 @@ class BlockRunner:
                              self.profile if speculate else None,
                              function_location(function or _user_forward(block)))
         self.cache, self.ladder = GraphCache(), ShapeLadder()
+        self.repeated = RepeatedCall()
         self.layouts = {}               # of calls of arrays alone, by skeleton (_layout)
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
@@ -127,6 +128,10 @@ class BlockRunner:
             try:
                 if self.fallback is not None:
                     return self._written_with_child_graphs(args)
+                repeated = self._repeated()
+                if repeated is not None:
+                    # A graph's run runs no converted code: no room or mode set for it.
+                    return self._served_by(*repeated, args)
                 with room_for_converted_code(), as_converted():
                     if self.segments is not None:
                         result, served = self.segments(args)
@@ -181,7 +186,28 @@ class BlockRunner:
         """Whether the latest call ran on graphs (or graph segments)."""
         return self.calls.last is not None and self.calls.last.on_graph
 
+    def _repeated(self):
+        """(layout, executor) when this call repeats the latest one a cached graph
+        served (RepeatedCall) and would be served as it was; else None."""
+        if self.segments is not None or self.recursion_only or \
+                self.speed_check.serves_python() or \
+                (self.recursion is not None and self.recursion.serving):
+            return None
+        return self.repeated.served_by(self.last_call.of_arrays_alone(), self.block,
+                                       self.tracer.unkeyed_paths, self.cache)
+
+    def _served_by(self, layout, executor, args, key=None, run=None):
+        """The call served by `executor` (`run`: by default, or as written, as the
+        speed check says); one its graph served is remembered under its `key`
+        (RepeatedCall)."""
+        result = self._returning(executor, layout, (run or self._serve)(executor, args))
+        if key is not None and self.calls.last is Served.GRAPH:
+            self.repeated.remember(self.last_call.of_arrays_alone(), key, layout, executor,
+                                   self.cache)
+        return result
+
     def _call(self, args):
+        self.repeated.forget()
         if self.calls.total < self.profile_calls:
             return self._profiled(args)
         if self.recursion is not None and self.recursion.serving:
@@ -211,7 +237,7 @@ class BlockRunner:
         key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
         executor = self.cache.get(key)
         if executor is not None:
-            return self._returning(executor, layout, self._serve(executor, args))
+            return self._served_by(layout, executor, args, key)
         calls = self.calls.total + 1
         if self.cache.misses > MISSES_BEFORE_GIVING_UP and self.cache.misses > calls / 2:
             return self._fall_back(
@@ -242,9 +268,9 @@ class BlockRunner:
         executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims(),
                                  fused_cells.cells_of(self.block))
         # The trace's shape reads may close dims the key left open: key it afresh.
-        self.cache.put(key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths),
-                       executor)
-        return self._returning(executor, layout, self._run(executor, args))
+        key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
+        self.cache.put(key, executor)
+        return self._served_by(layout, executor, args, key, self._run)
 
     def _layout(self, args):
         """The call's ArgumentLayout, its sizes noted on the ladder. A layout of arrays

@@ -1,0 +1,121 @@
+"""A call repeating the latest one a graph served goes to that graph without its
+key made again (cache_key.RepeatedCall), and every part of the key still counts:
+a change of the arguments' shapes or dtypes, of the training mode, of a Python
+value on the blocks, or a guard failing on the repeated call, each ends the
+repetition, and the next call is keyed and served as without it."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import autograd, gluon
+
+import gluon_dyn
+from gluon_dyn.hybridize.call import runner
+from dynamic_twins import assert_same, calls_on_graphs, twins
+
+
+class Policy(gluon.Block):
+    """REINFORCE's kind of policy: a loop over layers, two heads, a Python scale and
+    a branch on the data the profile speculates on."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = gluon.nn.Sequential()
+        self.layers.add(gluon.nn.Dense(8, in_units=4, activation="tanh"),
+                        gluon.nn.Dropout(0.5), gluon.nn.Dense(8, in_units=8))
+        self.value = gluon.nn.Dense(1, in_units=8)
+        self.scale = 1.0
+
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = layer(h)
+        if h.sum() > -1e3:
+            h = h * self.scale
+        else:
+            h = h - 1
+        return mx.nd.log_softmax(h), self.value(h)[:, 0]
+
+
+@pytest.fixture
+def keys_made(monkeypatch):
+    """The calls that made a cache key."""
+    made = []
+    original = runner.key_for
+    monkeypatch.setattr(runner, "key_for", lambda *args: made.append(1) or original(*args))
+    return made
+
+
+def settled():
+    imperative, dynamic = twins(Policy, check_speed=False)
+    x = mx.nd.array(np.random.RandomState(0).uniform(-1, 1, (5, 4)))
+    for _ in range(5):
+        assert_same(dynamic(x), imperative(x))
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
+    return imperative, dynamic
+
+
+def inputs(seed, shape=(5, 4), dtype="float32"):
+    return mx.nd.array(np.random.RandomState(seed).uniform(-1, 1, shape), dtype=dtype)
+
+
+def test_a_repeated_call_is_served_by_its_graph_without_a_key(keys_made):
+    imperative, dynamic = settled()
+    keys_made.clear()
+    before = calls_on_graphs(dynamic)
+    for seed in range(6):
+        x = inputs(seed)
+        assert_same(dynamic(x), imperative(x), "call %d" % seed)
+    assert keys_made == []
+    assert calls_on_graphs(dynamic) == before + 6
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "training", "python value"])
+def test_a_change_of_the_key_ends_the_repetition(keys_made, change):
+    imperative, dynamic = settled()
+    keys_made.clear()
+    shape, dtype = (5, 4), "float32"
+    if change == "shape":
+        shape = (3, 4)
+    elif change == "dtype":
+        dtype = "float64"
+        for block in (imperative, dynamic):
+            block.cast(dtype)
+    elif change == "python value":
+        for block in (imperative, dynamic):
+            block.scale = 3.0
+    traces = gluon_dyn.hybridize.report(dynamic)["traces"]
+    for call in range(3):
+        x = inputs(10 + call, shape, dtype)
+        if change == "training":
+            mx.random.seed(call)
+            with autograd.train_mode():
+                expected = imperative(x)
+            mx.random.seed(call)
+            with autograd.train_mode():
+                got = dynamic(x)
+        else:
+            expected, got = imperative(x), dynamic(x)
+        assert_same(got, expected, "%s, call %d" % (change, call))
+    report = gluon_dyn.hybridize.report(dynamic)
+    # One new key, made and traced at the first call after the change; the
+    # next calls repeat it.
+    assert keys_made == [1, 1] and report["traces"] == traces + 1, report["cache_misses"]
+    assert report["calls"]["last"] == "graph"
+
+
+def test_a_guard_failing_on_a_repeated_call_runs_it_as_written(keys_made):
+    imperative, dynamic = settled()
+    keys_made.clear()
+    for block in (imperative, dynamic):
+        block.value.bias.set_data(mx.nd.array([0.0]))
+        block.layers[2].bias.set_data(mx.nd.array([-1e4] * 8))   # the other branch
+    x = inputs(20)
+    assert_same(dynamic(x), imperative(x))
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert len(report["guard_failures"]) == 1 and report["calls"]["last"] == "guard_failed"
+    assert keys_made == []      # the failing call was the repeated one
+    for call in range(3):
+        x = inputs(21 + call)
+        assert_same(dynamic(x), imperative(x), "call %d" % call)
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
+    assert len(keys_made) >= 1
