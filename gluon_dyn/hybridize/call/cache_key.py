@@ -118,11 +118,12 @@ class RepeatedCall:
     def forget(self):
         self._latest = None
 
-    def served_by(self, skeleton, block, unkeyed_paths, cache):
-        """(layout, executor) of the remembered call if this call (its arrays'
-        `skeleton`) repeats it; else None."""
+    def served_by(self, args, block, unkeyed_paths, cache):
+        """(layout, executor) of the remembered call if the call on `args` repeats
+        it; else None."""
         latest = self._latest
-        if latest is None or skeleton != latest[0] or cache.version != latest[4]:
+        if latest is None or cache.version != latest[4] or \
+                not arguments.arrays_fit(latest[0], args):
             return None
         key = latest[1]
         if autograd.is_training() != key.training or numpy_interface.mode() != key.interface \

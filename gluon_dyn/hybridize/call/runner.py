@@ -122,16 +122,17 @@ class BlockRunner:
                 deferred = self.batcher.defer(self, args)
                 if deferred is not NOT_DEFERRED:
                     return deferred
-            if not self.recursion_only:     # a CallBatch is never exported
-                self.last_call = arguments.ArgumentSkeleton(args)
             self.running = True
             try:
+                repeated = self._repeated(args)
+                if repeated is not None:
+                    # Its skeleton is last_call's. A graph's run runs no converted
+                    # code: no room or mode set for it.
+                    return self._served_by(*repeated, args)
+                if not self.recursion_only:     # a CallBatch is never exported
+                    self.last_call = arguments.ArgumentSkeleton(args)
                 if self.fallback is not None:
                     return self._written_with_child_graphs(args)
-                repeated = self._repeated()
-                if repeated is not None:
-                    # A graph's run runs no converted code: no room or mode set for it.
-                    return self._served_by(*repeated, args)
                 with room_for_converted_code(), as_converted():
                     if self.segments is not None:
                         result, served = self.segments(args)
@@ -186,15 +187,14 @@ class BlockRunner:
         """Whether the latest call ran on graphs (or graph segments)."""
         return self.calls.last is not None and self.calls.last.on_graph
 
-    def _repeated(self):
-        """(layout, executor) when this call repeats the latest one a cached graph
-        served (RepeatedCall) and would be served as it was; else None."""
-        if self.segments is not None or self.recursion_only or \
+    def _repeated(self, args):
+        """(layout, executor) when this call (on `args`) repeats the latest one a
+        cached graph served (RepeatedCall) and would be served as it was; else None."""
+        if self.fallback is not None or self.segments is not None or self.recursion_only or \
                 self.speed_check.serves_python() or \
                 (self.recursion is not None and self.recursion.serving):
             return None
-        return self.repeated.served_by(self.last_call.of_arrays_alone(), self.block,
-                                       self.tracer.unkeyed_paths, self.cache)
+        return self.repeated.served_by(args, self.block, self.tracer.unkeyed_paths, self.cache)
 
     def _served_by(self, layout, executor, args, key=None, run=None):
         """The call served by `executor` (`run`: by default, or as written, as the

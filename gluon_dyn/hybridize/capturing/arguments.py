@@ -165,6 +165,18 @@ class _ArraySpec(tuple):
     """In a skeleton: an array's (shape, dtype, context, type: NDArray or mx.np.ndarray)."""
 
 
+def arrays_fit(skeleton, args):
+    """Whether `args` are arrays alone whose skeleton would be `skeleton` (one of
+    ArgumentSkeleton.of_arrays_alone), told without making it."""
+    if type(args) is not tuple or len(args) != len(skeleton):
+        return False
+    for value, (shape, dtype, context, array_type) in zip(args, skeleton):
+        if type(value) is not array_type or value.shape != shape or value.dtype != dtype or \
+                (context is not None and value.context != context):
+            return False
+    return True
+
+
 class _Opaque(str):
     """In a skeleton: a value other than arrays, containers and Python values."""
 
