@@ -3,6 +3,8 @@ key made again (cache_key.RepeatedCall), and every part of the key still counts:
 a change of the arguments' shapes or dtypes, of the training mode, of a Python
 value on the blocks, or a guard failing on the repeated call, each ends the
 repetition, and the next call is keyed and served as without it."""
+import sys
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -13,9 +15,13 @@ from gluon_dyn.hybridize.call import runner
 from dynamic_twins import assert_same, calls_on_graphs, twins
 
 
+SHIFT = 0.0      # module-level values the policy reads
+EXTRA_STEPS = [None]
+
+
 class Policy(gluon.Block):
-    """REINFORCE's kind of policy: a loop over layers, two heads, a Python scale and
-    a branch on the data the profile speculates on."""
+    """REINFORCE's kind of policy: a loop over layers, two heads, Python values on the
+    block and in its module, and a branch on the data the profile speculates on."""
 
     def __init__(self):
         super().__init__()
@@ -33,6 +39,8 @@ class Policy(gluon.Block):
             h = h * self.scale
         else:
             h = h - 1
+        for _ in EXTRA_STEPS:
+            h = h + SHIFT
         return mx.nd.log_softmax(h), self.value(h)[:, 0]
 
 
@@ -69,8 +77,9 @@ def test_a_repeated_call_is_served_by_its_graph_without_a_key(keys_made):
     assert calls_on_graphs(dynamic) == before + 6
 
 
-@pytest.mark.parametrize("change", ["shape", "dtype", "training", "python value"])
-def test_a_change_of_the_key_ends_the_repetition(keys_made, change):
+@pytest.mark.parametrize("change", ["shape", "dtype", "training", "python value",
+                                    "module list", "module number"])
+def test_a_change_of_the_key_ends_the_repetition(keys_made, change, monkeypatch, request):
     imperative, dynamic = settled()
     keys_made.clear()
     shape, dtype = (5, 4), "float32"
@@ -83,6 +92,11 @@ def test_a_change_of_the_key_ends_the_repetition(keys_made, change):
     elif change == "python value":
         for block in (imperative, dynamic):
             block.scale = 3.0
+    elif change == "module list":
+        EXTRA_STEPS.append(None)        # changed in place: one more step
+        request.addfinalizer(EXTRA_STEPS.pop)
+    elif change == "module number":
+        monkeypatch.setattr(sys.modules[__name__], "SHIFT", 0.5)
     traces = gluon_dyn.hybridize.report(dynamic)["traces"]
     for call in range(3):
         x = inputs(10 + call, shape, dtype)

@@ -122,8 +122,12 @@ class RepeatedCall:
         """(layout, executor) of the remembered call if the call on `args` repeats
         it; else None."""
         latest = self._latest
-        if latest is None or cache.version != latest[4] or \
-                not arguments.arrays_fit(latest[0], args):
+        if latest is None:
+            return None
+        if cache.version != latest[4]:
+            self._latest = None     # its graph may be dropped: not kept alive here
+            return None
+        if not arguments.arrays_fit(latest[0], args):
             return None
         key = latest[1]
         if autograd.is_training() != key.training or numpy_interface.mode() != key.interface \
