@@ -12,6 +12,7 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from gluon_dyn.hybridize.call import runner
+import module_values
 from dynamic_twins import assert_same, calls_on_graphs, twins
 
 
@@ -133,3 +134,36 @@ def test_a_guard_failing_on_a_repeated_call_runs_it_as_written(keys_made):
         assert_same(dynamic(x), imperative(x), "call %d" % call)
     assert gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == "graph"
     assert len(keys_made) >= 1
+
+
+class Helped(gluon.Block):
+    """A forward whose helpers, in another module, read that module's values."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, in_units=4)
+        self.offset = module_values.Offset()
+
+    def forward(self, x):
+        return self.offset(module_values.scaled(self.dense(x)))
+
+
+@pytest.mark.parametrize("change", ["number", "list"])
+def test_values_of_the_modules_of_called_code_are_in_the_key(change, monkeypatch, request):
+    """The key holds the values read in the modules of the code a trace called (and
+    of no other module): changing one, between calls the same in all else, makes
+    a new graph."""
+    imperative, dynamic = twins(Helped, check_speed=False)
+    x = inputs(30)
+    for _ in range(5):
+        assert_same(dynamic(x), imperative(x))
+    if change == "number":
+        monkeypatch.setattr(module_values, "SCALE", 3.0)
+    else:
+        module_values.OFFSETS.append(1.0)
+        request.addfinalizer(module_values.OFFSETS.pop)
+    for call in range(3):
+        assert_same(dynamic(x), imperative(x), "call %d" % call)
+    report = gluon_dyn.hybridize.report(dynamic)
+    assert report["traces"] == 2 and report["calls"]["last"] == "graph", report["cache_misses"]
+    assert "module_values" in report["cache_misses"][-1]

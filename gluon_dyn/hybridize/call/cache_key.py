@@ -89,10 +89,11 @@ class ShapeLadder:
         return relaxed
 
 
-def key_for(block, training, layout, ladder, unkeyed_paths):
-    """The key of a call; the block attributes in `unkeyed_paths` (graph inputs, or
-    containers graphs only write to) are not part of it."""
-    return CacheKey(training, python_state(block, unkeyed=unkeyed_paths),
+def key_for(block, training, layout, ladder, tracer):
+    """The key of a call; the block attributes in `tracer.unkeyed_paths` (graph
+    inputs, or containers graphs only write to) are not part of it, nor module
+    values outside `tracer.modules_read` (no converted code of the block reads them)."""
+    return CacheKey(training, python_state(block, tracer.unkeyed_paths, tracer.modules_read),
                     arguments.relaxed_structure(layout, ladder.open_dims()),
                     numpy_interface.mode())
 
@@ -118,7 +119,7 @@ class RepeatedCall:
     def forget(self):
         self._latest = None
 
-    def served_by(self, args, block, unkeyed_paths, cache):
+    def served_by(self, args, block, tracer, cache):
         """(layout, executor) of the remembered call if the call on `args` repeats
         it; else None."""
         latest = self._latest
@@ -131,7 +132,8 @@ class RepeatedCall:
             return None
         key = latest[1]
         if autograd.is_training() != key.training or numpy_interface.mode() != key.interface \
-                or python_state(block, unkeyed=unkeyed_paths) != key.python_values:
+                or python_state(block, tracer.unkeyed_paths, tracer.modules_read) != \
+                key.python_values:
             return None
         return latest[2], latest[3]
 

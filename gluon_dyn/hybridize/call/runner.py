@@ -65,14 +65,15 @@ class BlockRunner:
         self._block = BlockReference(block)    # weakly: the block holds the runner
         self.function = function or type(block).forward
         self.whole_forward = function is None
-        self._forward, self.converted = convert_block(block, function)
+        self._forward, self.converted, converted_functions = convert_block(block, function)
         self.profile = profile or speculation.Profile(max_guard_failures)
         self.profile_calls = profile_calls if speculate and profile is None else 0
         if ndarray_code is None:
             ndarray_code = not isinstance(block, gluon.HybridBlock)
         self.tracer = Tracer(self._block, self._forward, ndarray_code,
                              self.profile if speculate else None,
-                             function_location(function or _user_forward(block)))
+                             function_location(function or _user_forward(block)),
+                             converted_functions)
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.repeated = RepeatedCall()
         self.layouts = {}               # of calls of arrays alone, by skeleton (_layout)
@@ -171,7 +172,7 @@ class BlockRunner:
         except arguments.Unsupported as error:
             return None, str(error)
         executor = self.cache.peek(key_for(self.block, autograd.is_training(), layout,
-                                           self.ladder, self.tracer.unkeyed_paths))
+                                           self.ladder, self.tracer))
         if executor is None:
             return None, "no graph for these arguments yet"
         returned = executor.returned_arrays_type()
@@ -194,7 +195,7 @@ class BlockRunner:
                 self.speed_check.serves_python() or \
                 (self.recursion is not None and self.recursion.serving):
             return None
-        return self.repeated.served_by(args, self.block, self.tracer.unkeyed_paths, self.cache)
+        return self.repeated.served_by(args, self.block, self.tracer, self.cache)
 
     def _served_by(self, layout, executor, args, key=None, run=None):
         """The call served by `executor` (`run`: by default, or as written, as the
@@ -234,7 +235,7 @@ class BlockRunner:
         except arguments.Unsupported as error:
             return self._fall_back(str(error), args)
         training = autograd.is_training()
-        key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
+        key = key_for(self.block, training, layout, self.ladder, self.tracer)
         executor = self.cache.get(key)
         if executor is not None:
             return self._served_by(layout, executor, args, key)
@@ -268,7 +269,7 @@ class BlockRunner:
         executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims(),
                                  fused_cells.cells_of(self.block))
         # The trace's shape reads may close dims the key left open: key it afresh.
-        key = key_for(self.block, training, layout, self.ladder, self.tracer.unkeyed_paths)
+        key = key_for(self.block, training, layout, self.ladder, self.tracer)
         self.cache.put(key, executor)
         return self._served_by(layout, executor, args, key, self._run)
 

@@ -16,6 +16,7 @@ from ... import graph_json, native
 from ...ops import gradient_flow
 from . import arguments, deferred, deferred_init, guards, tracing
 from .argument_writes import argument_writes
+from .converted_reads import ModulesRead
 from .hidden_parameters import hidden_parameters
 from .host_values import is_host_value
 from .numpy_interface import as_legacy, is_numpy_symbol
@@ -218,10 +219,14 @@ class InputNames:
 class Tracer:
     """Traces calls of one block's converted `forward` into Captures."""
 
-    def __init__(self, block_reference, forward, ndarray_code, profile, where):
+    def __init__(self, block_reference, forward, ndarray_code, profile, where,
+                 converted_functions=()):
         """`block_reference`: a weak_binding.BlockReference to the block; `forward`:
-        the converted forward, unbound."""
+        the converted forward, unbound; `converted_functions`: the functions converted
+        for the block, as written (transpiler.convert_block)."""
         self._block, self._forward = block_reference, forward
+        # The modules of the code its traces ran, whose values its key holds.
+        self.modules_read = ModulesRead(converted_functions)
         self.where = where          # "file:line" of the forward (or part) traced
         self.ndarray_code = ndarray_code
         self.profile = profile      # speculation.Profile to speculate from, or None
@@ -296,6 +301,7 @@ class Tracer:
             trace.numpy = mx.util.is_np_array()
             trace.profile = self.profile if export is None else None
             trace.export = export
+            trace.modules_read = self.modules_read
             for _, _, _, copy in watched.values():
                 copy.read = False    # from here on, reads are the forward's
             try:

@@ -1,6 +1,10 @@
 """What converted code reads from outside its arguments: module globals and the
 cells of enclosing functions. The transpiler notes them as it converts a function;
-python_state.py snapshots and compares them, since a forward may change them."""
+python_state.py snapshots and compares them, since a forward may change them.
+A block's cache key holds the globals read in the modules of its own converted code
+(ModulesRead), not in every module the process converted."""
+import functools
+import sys
 
 # id(module globals) -> (module globals, names its converted functions read).
 _global_reads = {}
@@ -31,9 +35,48 @@ def _global_names(code):
     return names
 
 
-def global_reads():
-    """(module globals, names its converted functions read), per module."""
-    return list(_global_reads.values())
+def global_reads(modules=None):
+    """(module globals, names its converted functions read), per module; of the
+    modules in `modules` (a ModulesRead) only, if given."""
+    if modules is None or modules.everything:
+        return list(_global_reads.values())
+    return [reads for key, reads in _global_reads.items() if key in modules.ids]
+
+
+class ModulesRead:
+    """The modules (their globals, by id) of a block's converted code: those of the
+    functions converted for it, and of every callable its traces called (converted
+    code calls through converted_call, which notes them); `everything` once a trace
+    called something whose module cannot be told."""
+
+    def __init__(self, functions=()):
+        self.ids = set()
+        self.everything = False
+        for function in functions:
+            self.note(function)
+
+    def note(self, called):
+        namespace = _globals_of(called)
+        if namespace is None:
+            self.everything = True
+        else:
+            self.ids.add(id(namespace))
+
+
+def _globals_of(called):
+    """The module globals `called`'s code reads: a function's own; a bound method's,
+    a partial's function's; else its module's, or its type's (a callable object, a
+    block, whose converted forward convert_block notes, a builtin); None where not
+    told."""
+    if isinstance(called, functools.partial):
+        return _globals_of(called.func)
+    function = getattr(called, "__func__", called)
+    namespace = getattr(function, "__globals__", None)
+    if isinstance(namespace, dict):
+        return namespace
+    module = sys.modules.get(getattr(called, "__module__", None) or "") or \
+        sys.modules.get(type(called).__module__)
+    return vars(module) if module is not None else None
 
 
 def closure_cells():

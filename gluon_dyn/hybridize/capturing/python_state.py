@@ -43,10 +43,10 @@ def _is_simple(value):
         isinstance(value, tuple) and all(_is_simple(item) for item in value))
 
 
-def python_state(block, unkeyed=frozenset()):
+def python_state(block, unkeyed=frozenset(), modules=None):
     """The Python values a forward may branch on: those of the block tree (but the
     attribute paths in `unkeyed`, which graphs take as inputs), and the
-    module-level values converted code reads."""
+    module-level values converted code reads (in `modules`, a ModulesRead, if given)."""
     child_key = getattr(block, "child_key", None)
     if child_key is not None:
         # A block whose children change between calls and whose forward only calls
@@ -59,15 +59,16 @@ def python_state(block, unkeyed=frozenset()):
                      for item in ((name, ("block", child_key(child))),) + tuple(
                          ("%s.%s" % (name, path), value)
                          for path, value in _walked_tree(child).key_items(frozenset()))) \
-            + global_state()
-    return _walked_tree(block).key_items(unkeyed) + global_state()
+            + global_state(modules)
+    return _walked_tree(block).key_items(unkeyed) + global_state(modules)
 
 
-def global_state():
-    """Module-level values converted code reads that it may branch on: simple values,
-    and the contents of containers (contents_key)."""
+def global_state(modules=None):
+    """Module-level values converted code reads that it may branch on (in `modules`,
+    a ModulesRead, if given): simple values, and the contents of containers
+    (contents_key)."""
     values = ()
-    for namespace, names in global_reads():
+    for namespace, names in global_reads(modules):
         keyed = _global_keys.get(id(namespace))
         if keyed is None or keyed.count != len(names):
             keyed = _global_keys[id(namespace)] = _KeyedGlobals(namespace, names)
@@ -79,8 +80,7 @@ class _KeyedGlobals:
     """The names converted code reads in one module, sorted, and the key items made
     from the values last found there: made again only where a name holds another
     object, or a list, dict or set (they change in place). Every call of every
-    dynamic block looks at the names read in every module the process converted
-    (14 us a call once the six training scripts' models were converted)."""
+    dynamic block looks at the names read in the modules of its converted code."""
 
     def __init__(self, namespace, names):
         module = namespace.get("__name__", "?")

@@ -67,6 +67,8 @@ class Trace:
         # Tracing for export (export.ExportOptions), or None: then shapes read by the
         # code are graph values (symbolic_shapes.py), and nothing is speculated.
         self.export = None
+        # converted_reads.ModulesRead noting the modules of what the trace calls, or None.
+        self.modules_read = None
         # (function, args, kwargs) -> result, or NotImplemented: calls of converted
         # code this trace handles itself (recursion/body.py), if any.
         self.call_handler = None

@@ -84,7 +84,8 @@ def converted_source(function):
 
 def convert_block(block, function=None):
     """Convert what `hybridize(dynamic=True)` runs for `block`; returns (the converted
-    forward, unbound, and the names of the converted methods).
+    forward, unbound, the names of the converted methods, and the functions
+    converted, as written).
 
     A plain Block's forward (or `function`, a part of it: graph_breaks.py, or
     another method: methods.py) is converted, and the user-written methods of its
@@ -99,16 +100,17 @@ def convert_block(block, function=None):
     else:
         converting = list(_descendants_run_on_ndarrays(block))
     if isinstance(block, gluon.HybridBlock) and function is None:
-        forward, names = type(block).forward, []
+        forward, names, functions = type(block).forward, [], []
     else:
         function = function or type(block).forward
         forward = convert(function)
-        names = ["%s.%s" % (type(block).__name__, function.__name__)]
+        names, functions = ["%s.%s" % (type(block).__name__, function.__name__)], [function]
     for node, method in converting:
         original = getattr(type(node), method)
         setattr(node, method, ConvertedMethod(convert(original), original, node))
         names.append("%s.%s" % (type(node).__name__, method))
-    return forward, names
+        functions.append(original)
+    return forward, names, functions
 
 
 class _Mode(threading.local):

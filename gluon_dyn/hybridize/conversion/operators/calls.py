@@ -68,6 +68,8 @@ def converted_call(f, args, kwargs, caller_fn_scope=None, options=None):
     if f is range and any(isinstance(a, (mx.sym.Symbol, SymbolicDim)) for a in args):
         return TensorRange(*[a.graph_value() if isinstance(a, SymbolicDim) else a for a in args])
     trace = tracing.current()
+    if trace is not None and trace.modules_read is not None:
+        trace.modules_read.note(f)   # its module's values are part of the key
     if trace is not None and host_values.passed(args, kwargs):
         handled = host_values.call(f, args, kwargs)   # int(x.asscalar()), ...
         if handled is not NotImplemented:
