@@ -341,7 +341,7 @@ def build_cartpole(_torch, variants, twin):
             optimizer.zero_grad()
             losses.mean().backward()
             optimizer.step()
-            return losses.sum().item(), len(x)
+            return losses.sum().item(), alive.size    # decisions made, as cartpole.py
         return step
     return _steps(variants, make_step), _prepare
 

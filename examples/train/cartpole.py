@@ -10,8 +10,12 @@ environments, then takes one gradient step on every decision made.
     python examples/train/cartpole.py --dynamic
     horovodrun --gloo -np 2 -H localhost:2 python examples/train/cartpole.py --dynamic
 
-Samples are decisions (environment steps). The final metric is the mean return
-of 20 evaluation episodes taking the policy's most likely action.
+Samples are the decisions the policy makes, one per environment per step of the
+episodes' loop, its pole standing or fallen (it decides for all environments at
+once): a step's work. The decisions that train, those of standing poles, depend on
+how long each run's policy keeps them up, which differs between runs from the first
+rounding that differs. The final metric is the mean return of 20 evaluation
+episodes taking the policy's most likely action.
 """
 import sys
 
@@ -74,7 +78,7 @@ class CartPoleTraining(trainkit.Training):
                     + 0.5 * advantage ** 2)
         loss.backward()
         self.trainer.step(len(x))
-        return float(loss.sum().asscalar()), len(x)
+        return float(loss.sum().asscalar()), alive.size
 
     def evaluate(self):
         episodes = 20
