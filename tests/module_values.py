@@ -1,7 +1,11 @@
 """Module-level values read by code that a forward in another module calls
-(test_repeated_calls.py): a helper function and a callable object."""
+(test_repeated_calls.py): a helper function, a callable object, and a block's forward
+that a block of the other module inherits."""
+from mxnet import gluon
+
 SCALE = 2.0
 OFFSETS = [0.0]
+FACTOR = 1.0
 
 
 def scaled(x):
@@ -13,3 +17,8 @@ class Offset:
         for offset in OFFSETS:
             x = x + offset
         return x
+
+
+class Factored(gluon.Block):
+    def forward(self, x):
+        return x * FACTOR

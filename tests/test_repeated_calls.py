@@ -136,19 +136,25 @@ def test_a_guard_failing_on_a_repeated_call_runs_it_as_written(keys_made):
     assert len(keys_made) >= 1
 
 
+class Inherited(module_values.Factored):
+    """Its forward is written in another module, and reads that module's values."""
+
+
 class Helped(gluon.Block):
-    """A forward whose helpers, in another module, read that module's values."""
+    """A forward whose helpers and child, written in another module, read that
+    module's values."""
 
     def __init__(self):
         super().__init__()
         self.dense = gluon.nn.Dense(3, in_units=4)
         self.offset = module_values.Offset()
+        self.factored = Inherited()
 
     def forward(self, x):
-        return self.offset(module_values.scaled(self.dense(x)))
+        return self.factored(self.offset(module_values.scaled(self.dense(x))))
 
 
-@pytest.mark.parametrize("change", ["number", "list"])
+@pytest.mark.parametrize("change", ["number", "list", "inherited forward's number"])
 def test_values_of_the_modules_of_called_code_are_in_the_key(change, monkeypatch, request):
     """The key holds the values read in the modules of the code a trace called (and
     of no other module): changing one, between calls the same in all else, makes
@@ -159,6 +165,8 @@ def test_values_of_the_modules_of_called_code_are_in_the_key(change, monkeypatch
         assert_same(dynamic(x), imperative(x))
     if change == "number":
         monkeypatch.setattr(module_values, "SCALE", 3.0)
+    elif change == "inherited forward's number":
+        monkeypatch.setattr(module_values, "FACTOR", 0.5)
     else:
         module_values.OFFSETS.append(1.0)
         request.addfinalizer(module_values.OFFSETS.pop)

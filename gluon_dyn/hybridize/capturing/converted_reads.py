@@ -56,27 +56,38 @@ class ModulesRead:
             self.note(function)
 
     def note(self, called):
-        namespace = _globals_of(called)
-        if namespace is None:
+        namespaces = _globals_of(called)
+        if namespaces is None:
             self.everything = True
         else:
-            self.ids.add(id(namespace))
+            self.ids.update(map(id, namespaces))
+
+
+# The methods a call of an object runs: a block's forward (or hybrid_forward, when a
+# dynamic child's runner inlines its converted code in its parent's trace), which its
+# class may inherit from another module's.
+_CALLED_METHODS = ("__call__", "forward", "hybrid_forward")
 
 
 def _globals_of(called):
     """The module globals `called`'s code reads: a function's own; a bound method's,
-    a partial's function's; else its module's, or its type's (a callable object, a
-    block, whose converted forward convert_block notes, a builtin); None where not
-    told."""
+    a partial's function's; else those of its module and of the methods a call of it
+    runs (a callable object, a block, a class, a builtin); None where not told."""
     if isinstance(called, functools.partial):
         return _globals_of(called.func)
     function = getattr(called, "__func__", called)
     namespace = getattr(function, "__globals__", None)
     if isinstance(namespace, dict):
-        return namespace
+        return [namespace]
     module = sys.modules.get(getattr(called, "__module__", None) or "") or \
         sys.modules.get(type(called).__module__)
-    return vars(module) if module is not None else None
+    if module is None:
+        return None
+    methods = [getattr(type(called), name, None) for name in _CALLED_METHODS]
+    if isinstance(called, type):    # a class called makes an object: its __init__ runs
+        methods.append(called.__init__)
+    return [vars(module)] + [method.__globals__ for method in methods
+                             if isinstance(getattr(method, "__globals__", None), dict)]
 
 
 def closure_cells():
