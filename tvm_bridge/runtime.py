@@ -219,8 +219,9 @@ class CompiledFunction:
     Parameters (the inputs after `signature.num_data`) are prepared by
     PREPARE_FUNCTION (transposed, packed) and the results kept: they are
     prepared again when a parameter is another array or its version
-    (`array_versions_reader`) changed (every write MXNet completes counts: optimizer steps, set_data,
-    `p.data()[:] = ...`, load_parameters); `preparations` counts the runs.
+    (`array_versions_reader`) changed (every write MXNet completes counts:
+    optimizer steps, set_data, `p.data()[:] = ...`, load_parameters);
+    `preparations` counts the runs.
     Outputs come back as MXNet NDArrays sharing TVM's memory. A function that
     returns a tuple gives a list, one that returns a tensor gives one NDArray.
     `info` holds how it was made (compile time, cache hit, tuning), if known.

@@ -95,14 +95,14 @@ class _KeyedGlobals:
         values = tuple(map(namespace.get, self.names))
         if self.values is None or self.holds_containers or \
                 not all(map(operator.is_, values, self.values)):
-            items = []
+            items, self.holds_containers = [], False
             for name, value in zip(self.qualified, values):
                 if isinstance(value, (bool, int, float, str)):
                     items.append((name, value))
                 elif isinstance(value, (list, dict, set)):
                     items.append((name, contents_key(value)))
+                    self.holds_containers = True
             self.items, self.values = tuple(items), values
-            self.holds_containers = any(isinstance(value, (list, dict, set)) for value in values)
         return self.items
 
 
