@@ -148,3 +148,22 @@ def test_two_horovod_workers_equal_one_process(name, mode, tmp_path):
         for key, value in params.items():
             np.testing.assert_allclose(saved[key].asnumpy(), value, rtol=1e-5, atol=1e-5,
                                        err_msg=key)
+
+
+@pytest.mark.parametrize("values", [
+    np.random.RandomState(0).randn(20, 4),                       # CartPole's observations
+    [[1, 2.5], [3, -4]],                                          # a list
+    np.random.RandomState(1).randn(3, 1, 28, 28)[:, :, ::2].T,    # not contiguous
+    np.arange(7, dtype=np.int64),
+], ids=["float64", "list", "strided", "int64"])
+def test_batch_array_holds_the_values_as_float32_and_keeps_no_link_to_them(values):
+    import trainkit
+    array = trainkit.batch_array(values)
+    expected = np.asarray(values, dtype=np.float32)
+    assert isinstance(array, mx.nd.NDArray) and array.dtype == np.float32
+    assert array.context == mx.cpu() and array.shape == expected.shape
+    np.testing.assert_array_equal(array.asnumpy(), expected)
+    np.testing.assert_array_equal((array * 2).asnumpy(), expected * 2)   # MXNet reads it
+    if isinstance(values, np.ndarray):
+        values[...] = 0
+    np.testing.assert_array_equal(array.asnumpy(), expected)
