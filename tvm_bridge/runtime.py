@@ -315,34 +315,38 @@ class CompiledFunction:
             # still the array only where that left the memory where it was.
             if _mx_data_address(array) == cached[2]:
                 return cached[1]
-        copies = self.copies
-        view = self._to_tvm(array, position if staging else None)
-        if isinstance(array, mx.nd.NDArray) and self.copies == copies:
-            self._views[position] = (array, view, _mx_data_address(array))
+        view, viewed_address = self._tvm_tensor(array, position if staging else None)
+        if viewed_address is not None:
+            self._views[position] = (array, view, viewed_address)
         return view
 
     def _to_tvm(self, array, staging_position=None):
         """A TVM tensor of `array`: a view where TVM takes its memory, else a copy (in
         the staging buffer of `staging_position`, if given)."""
+        return self._tvm_tensor(array, staging_position)[0]
+
+    def _tvm_tensor(self, array, staging_position):
+        """(_to_tvm's tensor, the address of the NDArray's memory it views, or None
+        where it is a copy or `array` is NumPy's)."""
         if isinstance(array, mx.nd.NDArray):
             if array.context.device_type != "cpu":
                 raise ValueError(f"arrays must be on the CPU, got one on {array.context}")
             # The address first, so that a capsule TVM would refuse is never made.
             address = _mx_data_address(array)
             if address % TVM_ALIGNMENT == 0:
-                return tvm.runtime.from_dlpack(mx.nd.to_dlpack_for_read(array))
+                return tvm.runtime.from_dlpack(mx.nd.to_dlpack_for_read(array)), address
         elif array.flags.c_contiguous and array.ctypes.data % TVM_ALIGNMENT == 0:
-            return tvm.runtime.from_dlpack(array)
+            return tvm.runtime.from_dlpack(array), None
         self.copies += 1
         if staging_position is None:
             return tvm.runtime.tensor(np.ascontiguousarray(
-                array.asnumpy() if isinstance(array, mx.nd.NDArray) else array))
+                array.asnumpy() if isinstance(array, mx.nd.NDArray) else array)), None
         view, start, end = self._staging_buffer(staging_position, array.shape, array.dtype)
         if not isinstance(array, mx.nd.NDArray):
             array = np.ascontiguousarray(array)
             address = array.ctypes.data
         ctypes.memmove(start, address, end - start)
-        return view
+        return view, None
 
     def _staging_buffer(self, position, shape, dtype):
         """(The TVM tensor kept for data input `position`, where its memory starts
