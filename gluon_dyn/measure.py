@@ -33,6 +33,12 @@ MIN_SAMPLES = 4
 SAMPLE_EVERY = 16
 RECENT_SAMPLES = 5
 SUSPECT_RATIO = 1.5
+# Each RECENT_SAMPLES timed calls after a measurement double the calls between two
+# timed ones, up to MAX_SAMPLE_EVERY: a timed call waits for all the work MXNet has
+# queued, which in a step bound by operators stops Python from running ahead of
+# them (a GAN's generator and discriminator, the forward as written chosen for both,
+# sampled one call in 16: the step 10-20% slower than MXNet as written).
+MAX_SAMPLE_EVERY = 256
 # Measured again anyway at these call counts (the machine's load changes: a
 # choice made while another process held a core may be wrong once it is gone).
 FIRST_RECHECK, RECHECK_GROWTH = 100, 10
@@ -107,8 +113,10 @@ class MeasuredChoice:
       than MARGIN in CONFIRMATIONS consecutive measurements: one noisy sample or
       round never flips a choice. While a challenger waits for confirmation,
       `confirming` is True and the caller measures again.
-    - Serving calls report to `served(seconds)`: every SAMPLE_EVERY-th call is
-      timed (`wants_timing()`). `recheck_due()` says when to measure again: the
+    - Serving calls report to `served(seconds)`: one call in SAMPLE_EVERY is timed
+      (`wants_timing()`), then one in twice as many after each RECENT_SAMPLES timed
+      calls, up to MAX_SAMPLE_EVERY, until the next measurement. `recheck_due()` says
+      when to measure again: the
       recent timed calls are SUSPECT_RATIO times slower than the best alternative
       was, a challenger waits for confirmation, the machine's load changed
       since the last measurement (LOAD_CHANGE), or a scheduled re-check
@@ -137,6 +145,7 @@ class MeasuredChoice:
         self._suspected = False
         self._load = None            # other processes' busy CPUs at the last measurement
         self._measured_at = 0        # self.calls then
+        self._sampling_from(0)
 
     @property
     def confirming(self):
@@ -170,15 +179,29 @@ class MeasuredChoice:
             outcome = f"{self.chosen} kept"
         self._times, self._recent = times, []
         self._load, self._measured_at = machine_load.other_cpus(), self.calls
+        self._sampling_from(self.calls)
         self.history.append({"call": self.calls, "time": self._clock(),
                              "times_ms": {name: ms * 1000 for name, ms in times.items()},
                              "samples": {name: len(samples[name]) for name in self.names},
                              "chosen": self.chosen, "why": f"{why}: {outcome}"})
         return self.chosen
 
+    def _sampling_from(self, calls):
+        """Serving calls are timed one in SAMPLE_EVERY from `calls` on."""
+        self._sample_every, self._timed_at_this_rate = SAMPLE_EVERY, 0
+        self._next_timed = calls + SAMPLE_EVERY
+
     def wants_timing(self):
-        """Whether the next serving call should be timed (to completion)."""
-        return (self.calls + 1) % SAMPLE_EVERY == 0
+        """Whether the next serving call should be timed (to completion). Asked once
+        per serving call: a yes schedules the next timed call (a recorded call's
+        time is served only once its backward has run, calls later)."""
+        if self.calls + 1 < self._next_timed:
+            return False
+        self._timed_at_this_rate += 1
+        if self._timed_at_this_rate == RECENT_SAMPLES and self._sample_every < MAX_SAMPLE_EVERY:
+            self._sample_every, self._timed_at_this_rate = self._sample_every * 2, 0
+        self._next_timed = self.calls + 1 + self._sample_every
+        return True
 
     def served(self, seconds=None):
         """A serving call of the chosen variant happened; `seconds` if it was timed."""

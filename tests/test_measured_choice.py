@@ -87,6 +87,49 @@ def serve(made, calls, ms):
         made.served(ms / 1000 if made.wants_timing() else None)
 
 
+def timed_calls(made, calls):
+    """The numbers (from 1) of the next `calls` serving calls that are timed."""
+    timed = []
+    for number in range(made.calls + 1, made.calls + calls + 1):
+        if made.wants_timing():
+            timed.append(number)
+        made.served(0.001 if timed and timed[-1] == number else None)
+    return timed
+
+
+def test_serving_calls_are_timed_less_often_while_nothing_is_suspect(monkeypatch):
+    """A timed call waits for all of MXNet's queued work: one in SAMPLE_EVERY at
+    first, then twice as few after each RECENT_SAMPLES, down to one in
+    MAX_SAMPLE_EVERY, and one in SAMPLE_EVERY again after the next measurement."""
+    monkeypatch.setattr(measure, "FIRST_RECHECK", 10 ** 9)
+    made = choice()
+    made.decide(samples(plan=1.0, whole_graph=1.0))
+    timed = timed_calls(made, 20000)
+    gaps = [later - earlier for earlier, later in zip([0] + timed, timed)]
+    every, expected = measure.SAMPLE_EVERY, []
+    while len(expected) < len(gaps):
+        expected += [every] * measure.RECENT_SAMPLES
+        every = min(every * 2, measure.MAX_SAMPLE_EVERY)
+    assert gaps == expected[:len(gaps)] and gaps[-1] == measure.MAX_SAMPLE_EVERY
+    made.decide(samples(plan=1.0, whole_graph=1.0), "re-check")
+    assert timed_calls(made, 3 * measure.SAMPLE_EVERY) == [
+        made.calls - 3 * measure.SAMPLE_EVERY + k * measure.SAMPLE_EVERY for k in (1, 2, 3)]
+
+
+def test_a_timed_call_awaiting_its_time_does_not_make_the_next_call_timed():
+    """A recorded call's time comes once its backward ran, after later calls."""
+    made = choice()
+    made.decide(samples(plan=1.0, whole_graph=1.0))
+    for _ in range(measure.SAMPLE_EVERY - 1):
+        assert not made.wants_timing()
+        made.served()
+    assert made.wants_timing()          # timed; its time not served yet
+    assert not made.wants_timing()      # the next call
+    made.served()
+    made.served(0.001)                  # the timed call's time, once its backward ran
+    assert not made.wants_timing()
+
+
 def test_a_choice_much_slower_than_its_alternative_was_is_measured_again(monkeypatch):
     monkeypatch.setattr(measure, "FIRST_RECHECK", 10 ** 9)  # no scheduled re-check here
     made = choice()
