@@ -191,11 +191,16 @@ class MeasuredChoice:
         self._sample_every, self._timed_at_this_rate = SAMPLE_EVERY, 0
         self._next_timed = calls + SAMPLE_EVERY
 
+    def timing_due(self):
+        """Whether the next serving call is to be timed (wants_timing's answer), asked
+        without scheduling anything."""
+        return self.calls + 1 >= self._next_timed
+
     def wants_timing(self):
         """Whether the next serving call should be timed (to completion). Asked once
         per serving call: a yes schedules the next timed call (a recorded call's
         time is served only once its backward has run, calls later)."""
-        if self.calls + 1 < self._next_timed:
+        if not self.timing_due():
             return False
         self._timed_at_this_rate += 1
         if self._timed_at_this_rate == RECENT_SAMPLES and self._sample_every < MAX_SAMPLE_EVERY:

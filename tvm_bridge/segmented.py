@@ -263,10 +263,7 @@ class SegmentedGraph:
     def _tvm_runner(self, step, function):
         """run(*arrays) of `step`'s segment on `function` (compiled for its module)."""
         segment = step.segment
-        position = {ref: k for k, ref in enumerate(segment.inputs)}
-        take = [position[ref] for ref in step.input_order]
-        produced = {ref: k for k, ref in enumerate(step.output_order)}
-        give = [produced[ref] for ref in segment.outputs]
+        take, give = _function_orders(step)
 
         # The plan's inputs are checked once, in __call__. Results stay TVM tensors
         # (no MXNet array made) where the steps reading them take those.
@@ -349,6 +346,17 @@ class SegmentedGraph:
             return run(arrays)
         return self.choice.serve(lambda: run(arrays), _wait,
                                  lambda why: self._choose(list(arrays), why))
+
+    def lane(self):
+        """A PlanLane: __call__ as one function where the plan is one step compiled
+        for TVM that gives the graph's outputs; else None."""
+        if len(self.steps) != 1:
+            return None
+        step = self.steps[0]
+        if step.function is None or step.data_dependent or step.segment.observed_inputs \
+                or not set(self._heads) <= set(step.writes):
+            return None
+        return PlanLane(self, step)
 
     def _check(self, arrays):
         if len(arrays) != self._num_inputs:
@@ -473,6 +481,47 @@ def _op_counts(graph, nodes):
     for index in nodes:
         counts[graph.nodes[index].op] = counts.get(graph.nodes[index].op, 0) + 1
     return dict(sorted(counts.items()))
+
+
+class PlanLane:
+    """SegmentedGraph.__call__ of a plan of one compiled step, with its bookkeeping
+    (the plan's choice served, its calls counted) and without its layers of slots
+    and steps: a repeated call of a small policy network spends more time in those
+    than in TVM. `ready()` says whether the next call may take it: the step still
+    runs on TVM, the plan serves (not the whole graph), its inputs are not checked
+    and the plan's choice does not time the call; `run(arrays)` runs it."""
+
+    def __init__(self, plan, step):
+        self._plan, self._step = plan, step
+        take, give = _function_orders(step)
+        self._take = [step.reads[k] for k in take]
+        self._give = [give[step.writes.index(slot)] for slot in plan._heads]
+        self._call = step.function.call_unchecked
+
+    def ready(self):
+        plan = self._plan
+        return self._step.run is self._step.run_in_tvm and not plan.check_inputs and \
+            not plan.uses_whole_graph and \
+            (plan._forced or plan.choice is None or not plan.choice.timing_due())
+
+    def run(self, arrays):
+        plan = self._plan
+        if plan.choice is not None:
+            plan.choice.served()
+        plan.calls[PLAN] += 1
+        results = _as_list(self._call(*[arrays[k] for k in self._take]))
+        return [results[k] for k in self._give]
+
+
+def _function_orders(step):
+    """(take, give) of a step compiled for TVM: its compiled function's arguments as
+    positions among the step's inputs, and the step's outputs as positions among the
+    function's results."""
+    segment = step.segment
+    position = {ref: k for k, ref in enumerate(segment.inputs)}
+    produced = {ref: k for k, ref in enumerate(step.output_order)}
+    return ([position[ref] for ref in step.input_order],
+            [produced[ref] for ref in segment.outputs])
 
 
 def _store(values, slots, results):

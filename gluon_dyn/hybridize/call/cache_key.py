@@ -109,15 +109,27 @@ class RepeatedCall:
 
     def __init__(self):
         self._latest = None     # (skeleton, key, layout, executor, cache version)
+        # (The executor's ExecutorLane for the remembered call, or None; how many
+        # plans the executor had when it was looked for: a plan built since may have one.)
+        self._lane = None
 
     def remember(self, skeleton, key, layout, executor, cache):
         """A call of arrays alone (`skeleton`: ArgumentSkeleton.of_arrays_alone) was
         keyed `key` and served by `executor`, the graph `cache` holds for it."""
         self._latest = None if skeleton is None else \
             (skeleton, key, layout, executor, cache.version)
+        self._lane = None
 
     def forget(self):
-        self._latest = None
+        self._latest = self._lane = None
+
+    def lane(self, args):
+        """The remembered graph's ExecutorLane for an inference call repeating the
+        remembered one (on `args`), or None."""
+        executor = self._latest[3]
+        if self._lane is None or self._lane[1] != len(executor.tvm_plans):
+            self._lane = (executor.lane(args), len(executor.tvm_plans))
+        return self._lane[0]
 
     def served_by(self, args, block, tracer, cache):
         """(layout, executor) of the remembered call if the call on `args` repeats
@@ -126,7 +138,7 @@ class RepeatedCall:
         if latest is None:
             return None
         if cache.version != latest[4]:
-            self._latest = None     # its graph may be dropped: not kept alive here
+            self.forget()           # its graph may be dropped: not kept alive here
             return None
         if not arguments.arrays_fit(latest[0], args):
             return None

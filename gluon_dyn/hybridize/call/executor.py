@@ -148,6 +148,20 @@ class GraphExecutor:
             write.apply(mutables, outputs)
         return Run(rebuild_outputs(capture.out_format, outputs, mutables))
 
+    def lane(self, args):
+        """An ExecutorLane: run() for inference calls whose arrays are shaped as
+        `args`'s, where they run on a TVM plan with a PlanLane and the capture has
+        nothing to do after its graph (no guards, writes, argument changes, numpy
+        outputs, nothing waited for); else None."""
+        capture = self.capture
+        if self.tvm is None or self._waits or self._reads_state or capture.guards or \
+                capture.conditional_parameters or capture.numpy_outputs or capture.writes or \
+                capture.argument_writes or capture.mutable_paths or autograd.is_recording():
+            return None
+        plan = self.tvm.plan_for(self, self._inputs(args, None))
+        plan_lane = plan.lane() if plan is not None else None
+        return ExecutorLane(self, plan_lane) if plan_lane is not None else None
+
     def _inputs(self, args, states):
         """The graph's inputs for a call. A parameter's array is read as
         Parameter.data() gives it where it has one (initialized on one context): a
@@ -255,6 +269,23 @@ class GraphExecutor:
             self.mxnet_graph = pipeline.apply(
                 self.capture.symbol, self._run(inputs, recording=False, fuse_cells=False))
         return self.mxnet_graph
+
+
+class ExecutorLane:
+    """GraphExecutor.run for an inference call that repeats a served one (runner.py),
+    through its plan's PlanLane: the outputs, as run() returns them in its Run."""
+
+    def __init__(self, executor, plan_lane):
+        self._executor, self._plan = executor, plan_lane
+
+    def ready(self):
+        return self._plan.ready()
+
+    def run(self, args):
+        executor = self._executor
+        capture = executor.capture
+        results = self._plan.run(executor._inputs(args, None))
+        return rebuild_outputs(capture.out_format, results[:capture.num_outputs])
 
 
 class _StateAttributes:

@@ -20,7 +20,7 @@ from ..partition import graph_breaks
 from .cache_key import GraphCache, RepeatedCall, ShapeLadder, key_for
 from ..capturing.capture import ExportError, Tracer
 from ..capturing.deferred_init import DeferredParameters
-from .executor import GraphExecutor
+from .executor import GraphExecutor, Run
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
@@ -129,7 +129,7 @@ class BlockRunner:
                 if repeated is not None:
                     # Its skeleton is last_call's. A graph's run runs no converted
                     # code: no room or mode set for it.
-                    return self._served_by(*repeated, args)
+                    return self._repeated_served(*repeated, args)
                 if not self.recursion_only:     # a CallBatch is never exported
                     self.last_call = arguments.ArgumentSkeleton(args)
                 if self.fallback is not None:
@@ -196,6 +196,16 @@ class BlockRunner:
                 (self.recursion is not None and self.recursion.serving):
             return None
         return self.repeated.served_by(args, self.block, self.tracer, self.cache)
+
+    def _repeated_served(self, layout, executor, args):
+        """A call repeating the latest one `executor` served: an inference call on a
+        TVM plan runs through its ExecutorLane where the speed check and the plan
+        have nothing to time or measure (executor.py), others as _served_by."""
+        if not autograd.is_recording():
+            lane = self.repeated.lane(args)
+            if lane is not None and lane.ready() and self.speed_check.untimed_graph_call():
+                return self._returning(executor, layout, self._run(executor, args, lane))
+        return self._served_by(layout, executor, args)
 
     def _served_by(self, layout, executor, args, key=None, run=None):
         """The call served by `executor` (`run`: by default, or as written, as the
@@ -334,9 +344,11 @@ class BlockRunner:
         self.calls.note(Served.FALLBACK)
         return self._written(args)
 
-    def _run(self, executor, args):
+    def _run(self, executor, args, lane=None):
+        """The call run on `executor`'s graph (through `lane`, an ExecutorLane of it, if
+        given); as written where the graph failed or a guard did not hold."""
         try:
-            run = executor.run(self.block, args)
+            run = executor.run(self.block, args) if lane is None else Run(lane.run(args))
         except mx.base.MXNetError as error:
             return self._after_error("MXNetError: %s" % str(error).strip().splitlines()[-1],
                                      "a graph failed where the forward as written runs", args)

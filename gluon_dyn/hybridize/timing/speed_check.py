@@ -79,6 +79,20 @@ class SpeedCheck:
                     self._sampled(self.incumbent, kind) else self.incumbent, True)
         return self.choice.chosen, self.choice.wants_timing()
 
+    def untimed_graph_call(self):
+        """If the next call runs on the graph untimed with nothing else for the check
+        to do (no measurement, no recorded call awaiting its backward): counts it as
+        next_variant and record would, and returns True; else False, and the call
+        goes through next_variant."""
+        choice = self.choice
+        if choice is None:
+            return True
+        if self.measuring or self.pending or choice.chosen != self.challenger or \
+                choice.timing_due():
+            return False
+        self.record(self.challenger, None)
+        return True
+
     def timed(self, variant, run):
         """run(), timed until MXNet has finished its work; the timing is recorded,
         for a recorded call once its backward has run too."""

@@ -1,0 +1,124 @@
+"""A repeated inference call on a TVM plan of one compiled step goes through the plan's
+lane (executor.ExecutorLane, segmented.PlanLane): its outputs equal the call as written,
+the plan's choice sees every call and still times its samples through the full path,
+and a plan serving the whole graph, a speed check with something to time, or a
+capture with guards keep the full path."""
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon
+
+import tvm_helpers
+from dynamic_twins import assert_same, calls_on_graphs, twins
+from gluon_dyn import measure
+from gluon_dyn.hybridize.call.dynamic import runner_of
+from gluon_dyn.hybridize.timing import speed_check
+from tvm_bridge import segmented
+
+
+class Policy(gluon.Block):
+    """cartpole.Policy's kind: a loop over layers and two heads, no branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = gluon.nn.Sequential()
+        self.layers.add(gluon.nn.Dense(8, in_units=4, activation="tanh"),
+                        gluon.nn.Dense(8, in_units=8, activation="tanh"))
+        self.policy = gluon.nn.Dense(2, in_units=8)
+        self.value = gluon.nn.Dense(1, in_units=8)
+
+    def forward(self, x):
+        h = x
+        for layer in self.layers:
+            h = layer(h)
+        return mx.nd.log_softmax(self.policy(h)), self.value(h)[:, 0]
+
+
+class Branching(Policy):
+    """A branch on the data, which the profile speculates on: its graph has a guard."""
+
+    def forward(self, x):
+        h = self.layers(x)
+        if h.sum() > -1e3:
+            h = h * 2
+        return mx.nd.log_softmax(self.policy(h)), self.value(h)[:, 0]
+
+
+def inputs(seed):
+    return mx.nd.array(np.random.RandomState(seed).uniform(-1, 1, (5, 4)))
+
+
+@pytest.fixture
+def lane_runs(monkeypatch):
+    """The calls PlanLane ran."""
+    runs = []
+    original = segmented.PlanLane.run
+    monkeypatch.setattr(segmented.PlanLane, "run",
+                        lambda self, arrays: runs.append(1) or original(self, arrays))
+    return runs
+
+
+def settled(make=Policy, calls=6, **options):
+    imperative, dynamic = twins(make, check_speed=False, backend="tvm",
+                                backend_options={"cache_dir": tvm_helpers.COMPILE_CACHE.name},
+                                **options)
+    for seed in range(calls):
+        assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
+    [executor] = runner_of(dynamic).cache.values()
+    [plan] = executor.tvm_plans.values()
+    assert plan is not None and not plan.uses_whole_graph
+    return imperative, dynamic, plan
+
+
+def test_repeated_calls_on_a_tvm_plan_take_its_lane(lane_runs):
+    imperative, dynamic, plan = settled()
+    lane_runs.clear()
+    plan_runs, graph_calls, choice_calls = plan.calls["plan"], calls_on_graphs(dynamic), \
+        plan.choice.calls
+    for seed in range(10, 10 + 3 * measure.SAMPLE_EVERY):
+        assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
+    calls = 3 * measure.SAMPLE_EVERY
+    # Every call ran the plan and counted as a graph call and a call of the plan's
+    # choice; the calls its choice timed went the full path (SegmentedGraph.__call__).
+    assert plan.calls["plan"] == plan_runs + calls
+    assert calls_on_graphs(dynamic) == graph_calls + calls
+    assert plan.choice.calls == choice_calls + calls
+    assert calls - 3 <= len(lane_runs) < calls
+
+
+def test_a_plan_serving_the_whole_graph_keeps_the_full_path(lane_runs):
+    imperative, dynamic, plan = settled()
+    plan.uses_whole_graph = True
+    lane_runs.clear()
+    whole = plan.calls["whole graph"]
+    for seed in range(10, 14):
+        assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
+    assert lane_runs == [] and plan.calls["whole graph"] == whole + 4
+
+
+def test_a_graph_with_guards_keeps_the_full_path(lane_runs):
+    imperative, dynamic, _ = settled(Branching)
+    lane_runs.clear()
+    before = calls_on_graphs(dynamic)
+    for seed in range(10, 14):
+        assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
+    assert lane_runs == [] and calls_on_graphs(dynamic) == before + 4
+
+
+def test_the_speed_check_lets_a_call_take_a_lane_only_when_it_has_nothing_to_do():
+    assert speed_check.SpeedCheck(enabled=False).untimed_graph_call()
+    check = speed_check.SpeedCheck(enabled=True)
+    assert not check.untimed_graph_call()           # measuring
+    samples = {name: [0.001] * measure.MIN_SAMPLES for name in (check.challenger,
+                                                                  check.incumbent)}
+    samples[check.challenger] = [0.0001] * measure.MIN_SAMPLES
+    while check.measuring:
+        check.choice.decide(samples)
+        check.measuring = check.choice.confirming
+    assert check.choice.chosen == check.challenger
+    taken = 0
+    for _ in range(measure.SAMPLE_EVERY - 1):
+        taken += check.untimed_graph_call()
+    assert taken == measure.SAMPLE_EVERY - 1 and check.choice.calls == taken
+    assert not check.untimed_graph_call()           # this call is to be timed
+    assert check.choice.calls == taken
