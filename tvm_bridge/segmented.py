@@ -486,17 +486,16 @@ def _op_counts(graph, nodes):
 class PlanLane:
     """SegmentedGraph.__call__ of a plan of one compiled step, with its bookkeeping
     (the plan's choice served, its calls counted) and without its layers of slots
-    and steps: a repeated call of a small policy network spends more time in those
-    than in TVM. `ready()` says whether the next call may take it: the step still
-    runs on TVM, the plan serves (not the whole graph), its inputs are not checked
-    and the plan's choice does not time the call; `run(arrays)` runs it."""
+    and steps (5 of the 31 us a small policy network's plan took a call). `ready()`
+    says whether the next call may take it: the step still runs on TVM, the plan
+    serves (not the whole graph), its inputs are not checked and the plan's choice
+    does not time the call; `run(arrays)` runs it."""
 
     def __init__(self, plan, step):
         self._plan, self._step = plan, step
         take, give = _function_orders(step)
         self._take = [step.reads[k] for k in take]
         self._give = [give[step.writes.index(slot)] for slot in plan._heads]
-        self._call = step.function.call_unchecked
 
     def ready(self):
         plan = self._plan
@@ -509,7 +508,9 @@ class PlanLane:
         if plan.choice is not None:
             plan.choice.served()
         plan.calls[PLAN] += 1
-        results = _as_list(self._call(*[arrays[k] for k in self._take]))
+        # The step's function as its runner calls it (a measured choice may have
+        # replaced it by the same module with other kernels).
+        results = _as_list(self._step.function.call_unchecked(*[arrays[k] for k in self._take]))
         return [results[k] for k in self._give]
 
 
