@@ -201,7 +201,7 @@ class BlockRunner:
         """A call repeating the latest one `executor` served: an inference call on a
         TVM plan runs through its ExecutorLane where the speed check and the plan
         have nothing to time or measure (executor.py), others as _served_by."""
-        if not autograd.is_recording():
+        if self.tvm is not None and not autograd.is_recording():
             lane = self.repeated.lane(args)
             if lane is not None and lane.ready() and self.speed_check.untimed_graph_call():
                 return self._returning(executor, layout, self._run(executor, args, lane))
