@@ -74,6 +74,46 @@ def test_a_variant_faster_by_less_than_the_margin_does_not_switch():
     assert made.chosen == WHOLE and not made.confirming
 
 
+def test_a_variant_as_fast_that_returns_sooner_replaces_the_incumbent_once_confirmed():
+    """Where no variant is faster by MARGIN, one as fast whose calls return to the
+    caller sooner by CALLER_MARGIN wins (the caller runs on while MXNet works)."""
+    made = choice()
+    as_fast = samples(plan=1.0 * (1 + measure.MARGIN / 2), whole_graph=1.0)
+    sooner = samples(plan=0.5, whole_graph=1.0)
+    assert made.decide(as_fast, caller_samples=sooner) == WHOLE and made.confirming
+    assert made.decide(as_fast, caller_samples=sooner) == PLAN
+    assert [entry["why"] for entry in made.history] == [
+        "measured: plan as fast and returning sooner once, whole graph kept until it is "
+        "confirmed", "measured: plan replaces whole graph"]
+    assert made.history[-1]["returned_ms"] == {PLAN: pytest.approx(0.5),
+                                               WHOLE: pytest.approx(1.0)}
+    # The winner keeps its place at the next measurement: a variant faster by less
+    # than MARGIN that returns later does not take it back.
+    assert made.decide(samples(plan=1.0, whole_graph=1.0 / (1 + measure.MARGIN / 2)),
+                       caller_samples=sooner) == PLAN and not made.confirming
+
+
+@pytest.mark.parametrize("plan_ms, plan_returned_ms", [
+    (1.0 * (1 + 2 * measure.MARGIN), 0.1),                              # slower
+    (1.0, 1.0 * (1 - measure.CALLER_MARGIN / 2)),                      # not sooner enough
+])
+def test_returning_sooner_does_not_make_up_for_being_slower_or_for_a_small_lead(
+        plan_ms, plan_returned_ms):
+    made = choice()
+    for _ in range(3):
+        made.decide(samples(plan=plan_ms, whole_graph=1.0),
+                    caller_samples=samples(plan=plan_returned_ms, whole_graph=1.0))
+    assert made.chosen == WHOLE and not made.confirming
+
+
+def test_a_faster_variant_wins_however_late_it_returns():
+    made = choice()
+    for _ in range(2):
+        made.decide(samples(plan=0.5, whole_graph=1.0),
+                    caller_samples=samples(plan=0.5, whole_graph=0.1))
+    assert made.chosen == PLAN
+
+
 def test_too_few_timed_calls_decide_nothing():
     with pytest.raises(ValueError, match="needs %d timed calls" % measure.MIN_SAMPLES):
         choice().decide({PLAN: [0.001] * 3, WHOLE: [0.001] * 9})
@@ -128,6 +168,50 @@ def test_a_timed_call_awaiting_its_time_does_not_make_the_next_call_timed():
     made.served()
     made.served(0.001)                  # the timed call's time, once its backward ran
     assert not made.wants_timing()
+
+
+class _Noting(mx.operator.CustomOp):
+    """Identity that, on MXNet's custom-operator thread, sleeps and then notes that
+    it ran: work still queued when the caller goes on."""
+    log = []
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        time.sleep(0.2)
+        self.assign(out_data[0], req[0], in_data[0])
+        _Noting.log.append("queued work done")
+
+
+@mx.operator.register("gluon_dyn_test_noting")
+class _NotingProp(mx.operator.CustomOpProp):
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Noting()
+
+
+@pytest.mark.parametrize("timed_by", ["timed_ms", "serve"])
+def test_a_timed_call_is_timed_from_when_the_work_queued_before_it_has_run(monkeypatch, timed_by):
+    """A program running ahead of its operators leaves work queued before a timed
+    call: the clock starts once it has run, so the call's time is its own."""
+    log = _Noting.log
+    log.clear()
+    clock = time.perf_counter
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: log.append("clock") or clock())
+    queued = mx.nd.Custom(mx.nd.ones((2,)), op_type="gluon_dyn_test_noting")
+
+    def call():
+        log.append("call")
+        return mx.nd.ones((2,)) * 2
+
+    if timed_by == "timed_ms":
+        measure.timed_ms(call)
+    else:
+        made = choice()
+        made.decide(samples(plan=1.0, whole_graph=1.0))
+        for _ in range(measure.SAMPLE_EVERY - 1):
+            made.served()
+        assert made.timing_due()
+        made.serve(call, lambda outputs: outputs.wait_to_read(), lambda why: None)
+    assert log == ["queued work done", "clock", "call", "clock", "clock"]
+    assert queued.asnumpy().tolist() == [1, 1]
 
 
 def test_a_choice_much_slower_than_its_alternative_was_is_measured_again(monkeypatch):

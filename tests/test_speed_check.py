@@ -7,6 +7,7 @@ import contextlib
 
 import mxnet as mx
 import numpy as np
+import pytest
 
 import gluon_dyn
 from gluon_dyn.hybridize.timing import speed_check
@@ -39,14 +40,16 @@ def test_the_check_times_both_and_results_stay_right(monkeypatch):
         check["state"] and "confirming" not in check["state"]), check
 
 
-def decided(graph_ms, python_ms, rounds):
-    """A check fed `rounds` measurements with these timings; its state."""
+def decided(graph_ms, python_ms, rounds, returned_ms=None):
+    """A check fed `rounds` measurements with these timings (and, if given,
+    `returned_ms`: variant -> milliseconds until its calls returned); its state."""
     check = speed_check.SpeedCheck(enabled=True)
     for round_ in range(rounds):
         while check.measuring and len(check.choice.history) == round_:
             variant, timed = check.next_variant()
             assert timed
-            check.record(variant, (graph_ms if variant == "graph" else python_ms) / 1000)
+            check.record(variant, (graph_ms if variant == "graph" else python_ms) / 1000,
+                         None, returned_ms and returned_ms[variant] / 1000)
     return check
 
 
@@ -56,8 +59,14 @@ def test_a_graph_serves_only_once_it_measured_faster_twice():
     assert not faster.measuring and faster.next_variant()[0] == "graph"
     slower = decided(graph_ms=3.0, python_ms=2.0, rounds=1)
     assert slower.serves_python() and slower.next_variant()[0] == "python"
-    # Within the margin the forward as written stays.
+    # Within the margin the forward as written stays, unless the graph's calls return
+    # to the caller much sooner (its work goes on in MXNet while the caller runs on).
     assert decided(graph_ms=1.99, python_ms=2.0, rounds=2).serves_python()
+    sooner = decided(graph_ms=2.05, python_ms=2.0, rounds=2,
+                     returned_ms={"graph": 0.2, "python": 1.5})
+    assert not sooner.measuring and sooner.next_variant()[0] == "graph"
+    assert sooner.choice.history[-1]["returned_ms"] == {"graph": pytest.approx(0.2),
+                                                        "python": pytest.approx(1.5)}
     assert speed_check.SpeedCheck(enabled=False).next_variant() is None
 
 
@@ -116,9 +125,9 @@ def test_recorded_calls_are_timed_with_their_backward(monkeypatch):
     recorded = []
     record = runner.speed_check.record
     monkeypatch.setattr(runner.speed_check, "record",
-                        lambda variant, seconds, kind=None: (
+                        lambda variant, seconds, kind=None, returned=None: (
                             recorded.append((variant, seconds, kind)),
-                            record(variant, seconds, kind)))
+                            record(variant, seconds, kind, returned)))
     weights = mx.nd.array(np.random.RandomState(0).standard_normal((8, 4)))
     for call in range(3 + 1 + 2 * MIN_SAMPLES + 1):
         x = mx.nd.array(np.random.RandomState(call).standard_normal((8, 4)))
@@ -199,7 +208,8 @@ def test_a_recheck_falling_due_while_python_serves_runs_the_call_as_written(monk
     check.measuring, check.choice.chosen = False, "python"
     check.samples = check._no_samples()
     sample = RecordedCallTiming("python")
-    sample.forward_ms, sample.started, sample.finished = 1.0, 0.0, 0.001
+    sample.forward_ms, sample.returned_ms = 1.0, 0.5
+    sample.started, sample.finished = 0.0, 0.001
     check.pending = [sample]
     monkeypatch.setattr(check.choice, "recheck_due", lambda: "scheduled re-check")
     train_step()

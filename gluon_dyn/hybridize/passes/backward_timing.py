@@ -57,6 +57,7 @@ class RecordedCallTiming:
         # speed check holding this timing is not held by it in turn.
         self.when_finished = when_finished
         self.forward_ms = None
+        self.returned_ms = None      # when the forward had returned to the caller
         self.started = None          # clock() when the outputs' gradients arrived
         self.finished = None         # ... when the backward that got there had finished
         self.calls_waited = 0        # later calls made while its backward had not started

@@ -6,7 +6,8 @@ cannot be speculated away (a guard storm) may run slower as a graph. Once a
 graph has served a call, calls alternate between the graph and the forward as
 written, each timed to completion, until measure.MeasuredChoice decides: the
 forward as written is the incumbent, and the graph takes over only when it is
-faster by a margin in consecutive measurements; serving calls are sampled, and a
+faster by a margin in consecutive measurements (or as fast, and returning to the
+caller much sooner: measure.CALLER_MARGIN); serving calls are sampled, and a
 choice that looks wrong later (or a scheduled re-check) measures both again.
 The recursion engine chooses the same way between two ways of running a call
 (recursion/engine.py), naming its own variants. A call recorded for training is
@@ -23,7 +24,7 @@ import weakref
 
 from mxnet import autograd
 
-from ...measure import MIN_SAMPLES, MeasuredChoice, timed_ms
+from ...measure import MIN_SAMPLES, MeasuredChoice, timed_call
 from ..passes.backward_timing import RecordedCallTiming
 
 GRAPH, PYTHON = "graph", "python"
@@ -56,6 +57,7 @@ class SpeedCheck:
         self.measuring = enabled
         self.reason = "first measurement"
         self.samples = self._no_samples()   # kind of call -> variant -> seconds
+        self.returned = self._no_samples()  # ... -> seconds until the call returned
         self.pending = []            # RecordedCallTimings waiting for their backward
 
     def _no_samples(self):
@@ -97,11 +99,11 @@ class SpeedCheck:
         """run(), timed until MXNet has finished its work; the timing is recorded,
         for a recorded call once its backward has run too."""
         if not autograd.is_recording():
-            result, ms = timed_ms(run)
-            self.record(variant, ms / 1000, INFERENCE)
+            result, ms, returned_ms = timed_call(run)
+            self.record(variant, ms / 1000, INFERENCE, returned_ms / 1000)
             return result
         timing = RecordedCallTiming(variant, weakref.WeakMethod(self._backward_finished))
-        result, timing.forward_ms = timed_ms(run)
+        result, timing.forward_ms, timing.returned_ms = timed_call(run)
         self.pending.append(timing)
         return timing.outputs_bracketed(result)
 
@@ -113,7 +115,7 @@ class SpeedCheck:
         waiting = []
         for timing in self.pending:
             if timing.finished is not None or timing.calls_waited >= BACKWARD_WAIT_CALLS:
-                self.record(timing.variant, timing.total_ms() / 1000, RECORDED)
+                self._record_timing(timing)
             else:
                 timing.calls_waited += 1
                 waiting.append(timing)
@@ -124,7 +126,11 @@ class SpeedCheck:
         finished = [timing for timing in self.pending if timing.finished is not None]
         self.pending = [timing for timing in self.pending if timing.finished is None]
         for timing in finished:
-            self.record(timing.variant, timing.total_ms() / 1000, RECORDED)
+            self._record_timing(timing)
+
+    def _record_timing(self, timing):
+        self.record(timing.variant, timing.total_ms() / 1000, RECORDED,
+                    timing.returned_ms / 1000)
 
     def _sampled(self, variant, kind):
         """Timed calls of `variant` of this kind in this measurement, recorded ones
@@ -133,16 +139,22 @@ class SpeedCheck:
             if kind == RECORDED else 0
         return len(self.samples[kind][variant]) + pending
 
-    def record(self, variant, seconds, kind=None):
-        """A call of `variant` took `seconds` (None: not timed); `kind`: RECORDED or
-        INFERENCE, by default the current call's. A measurement is decided on the
-        first kind of calls with enough samples of both variants."""
+    def record(self, variant, seconds, kind=None, returned_seconds=None):
+        """A call of `variant` took `seconds` (None: not timed), and returned after
+        `returned_seconds` (None: not measured; of a recorded call, its forward);
+        `kind`: RECORDED or INFERENCE, by default the current call's. A measurement
+        is decided on the first kind of calls with enough samples of both variants."""
         if self.measuring:
-            samples = self.samples[kind or call_kind()]
+            kind = kind or call_kind()
+            samples, returned = self.samples[kind], self.returned[kind]
             samples[variant].append(seconds)
+            if returned_seconds is not None:
+                returned[variant].append(returned_seconds)
             if min(len(times) for times in samples.values()) >= MIN_SAMPLES:
-                self.choice.decide(samples, self.reason)
-                self.samples = self._no_samples()
+                complete = all(len(returned[name]) == len(times)
+                               for name, times in samples.items())
+                self.choice.decide(samples, self.reason, returned if complete else None)
+                self.samples, self.returned = self._no_samples(), self._no_samples()
                 self.measuring = self.choice.confirming
                 self.reason = "confirming"
             return
