@@ -142,6 +142,25 @@ def test_nonzero_pred_means_true(pred_value):
         np.testing.assert_allclose(outs[0], expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype, pred_value", [("float64", 1e-50), ("float64", 0.0),
+                                               ("float64", -3.0), ("int32", 7), ("int32", 0)])
+def test_a_pred_and_branches_of_any_dtype_run_in_a_graph(dtype, pred_value):
+    """MXNet's _cond types its predicate float32: a float64 or integer pred failed its
+    type check (MXNet's own contrib.cond too); 1e-50 is nonzero in float64 and zero
+    in float32."""
+    def fn(block, F, p, x):
+        return cond(p, lambda: x * 2, lambda: x - 1)
+
+    imp, hyb = make_pair(fn)
+    x = mx.nd.array([[3, -1], [2, 5]], dtype=dtype)
+    p = mx.nd.array([pred_value], dtype=dtype)
+    expected = x.asnumpy() * 2 if pred_value != 0 else x.asnumpy() - 1
+    for block in (imp, hyb):
+        outs, _ = forward_only(block, (p, x))
+        assert outs[0].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(outs[0], expected)
+
+
 def test_only_the_chosen_branch_runs_imperatively():
     calls = []
 

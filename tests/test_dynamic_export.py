@@ -126,8 +126,10 @@ for prefix in prefixes:
         def run(feed):
             return symbol.bind(mx.cpu(), dict(args, **feed), aux_states=aux).forward()
     results = []
+    dtypes = cases["dtypes"]
     for case in cases["cases"]:
-        outs = run({n: mx.nd.array(np.array(v, dtype="float32")) for n, v in case.items()})
+        outs = run({n: mx.nd.array(np.array(v, dtype=dtypes[n]), dtype=dtypes[n])
+                    for n, v in case.items()})
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         results.append([o.asnumpy().tolist() for o in outs])
     json.dump(results, open(prefix + "-results.json", "w"))
@@ -147,6 +149,7 @@ def run_all_exported(models, how):
     for prefix, names, cases in models:
         with open(prefix + "-cases.json", "w") as f:
             json.dump({"names": names,
+                       "dtypes": {n: np.dtype(v.dtype).name for n, v in cases[0].items()},
                        "cases": [{n: v.asnumpy().tolist() for n, v in case.items()}
                                  for case in cases]}, f)
     env = {"PATH": os.environ.get("PATH", ""), "MXNET_SUBGRAPH_VERBOSE": "0"}
@@ -236,6 +239,37 @@ class IntSize(gluon.Block):
 class SplitBySize(gluon.Block):
     def forward(self, x):
         return mx.nd.split(x, num_outputs=x.shape[1], axis=1)[0]
+
+
+def test_a_float64_model_exports_its_loops_per_step_outputs_and_their_bound(tmp_path):
+    """The loop's bookkeeping (its rows ran, the check of its bound) in the outputs'
+    dtype: float64 per-step outputs once failed MXNet's type check in the exported
+    graph."""
+    rng = np.random.RandomState(4)
+    float64 = lambda values: mx.nd.array(values, dtype="float64")   # noqa: E731
+    mx.random.seed(3)
+    block = Collector()
+    block.initialize(mx.init.Uniform(0.5))
+    block.cast("float64")
+    block.hybridize(dynamic=True)
+    for _ in range(5):
+        block(float64(rng.rand(2, 4)), nd([2]))
+    prefix = str(tmp_path / "collector64")
+    names = block.export(prefix, max_iterations=4)
+    twin = Collector()
+    twin.cast("float64")
+    path = str(tmp_path / "twin.params")
+    block.save_parameters(path)
+    twin.load_parameters(path)
+    cases = [{"data0": float64(rng.rand(3, 4)), "data1": nd([steps])} for steps in (0, 1, 4)]
+    expected = [twin(case["data0"], case["data1"]).asnumpy() for case in cases]
+    assert all(want.dtype == np.float64 for want in expected)
+    for (got,), want in zip(run_exported(prefix, names, cases, "imports"), expected):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="take operator contains indices out of bound"):
+        run_exported(prefix, names, [{"data0": float64(rng.rand(3, 4)), "data1": nd([5])}],
+                     "imports")
 
 
 def test_what_cannot_be_a_graph_is_named(tmp_path):

@@ -289,6 +289,24 @@ def test_padding_is_zero_where_mxnet_padding_is_uninitialised():
         np.testing.assert_allclose(got[0][:steps], mx_out[:steps], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_per_step_outputs_of_any_dtype_are_padded_in_a_graph(dtype):
+    """The rows that ran are counted in float32 whatever the outputs' dtype: a float64
+    per-step output once failed MXNet's type check in the graph."""
+    def fn(block, F, x, limit):
+        outs, _ = while_loop(lambda i, s: i < limit, lambda i, s: ([s * 3 + 1], [i + 1, s * 2]),
+                             [F.zeros((1,)), x], max_iterations=4)
+        return outs[0]
+
+    imp, hyb = make_pair(fn)
+    x = mx.nd.array([1, -2], dtype=dtype)
+    for steps in (2, 4, 0):
+        expected, _ = forward_only(imp, (x, nd([steps])))
+        got, _ = forward_only(hyb, (x, nd([steps])))
+        assert got[0].dtype == np.dtype(dtype) and got[0].shape == (4, 2)
+        np.testing.assert_array_equal(got[0], expected[0])
+
+
 def test_symbolic_without_max_iterations_raises():
     def fn(block, F, x):
         outs, s = while_loop(lambda s: F.sum(s) < 10, lambda s: (s, s * 2), x)

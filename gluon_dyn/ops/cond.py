@@ -70,7 +70,12 @@ def _branch_outputs(result, branch, kind):
 
 
 def _cond_symbol(pred, then_func, else_func, source, name):
-    predicate = subgraph.trace(lambda _: ([pred], []), 0, name + "_pred")
+    # 1 where pred is nonzero, in float32: MXNet's _cond types its predicate graph's
+    # output float32, and a float64 or integer pred failed its type check (so did
+    # MXNet's own contrib.cond); compared with zero in its own dtype first, so that
+    # no nonzero value rounds to a float32 zero.
+    taken = mx.sym.cast(mx.sym.reshape(pred, shape=(1,)) != 0, dtype="float32")
+    predicate = subgraph.trace(lambda _: ([taken], []), 0, name + "_pred")
     branches = {}
     for branch, fn in (("then", then_func), ("else", else_func)):
         def trace_branch(_, fn=fn, branch=branch):
@@ -79,8 +84,6 @@ def _cond_symbol(pred, then_func, else_func, source, name):
             return flat, []
         branches[branch + "_graph"] = subgraph.trace(trace_branch, 0, name + "_" + branch)
     (then_count, then_fmt), (else_count, else_fmt) = branches["then"], branches["else"]
-    taken = mx.sym.cast(mx.sym.broadcast_not_equal(mx.sym.reshape(pred, shape=(1,)),
-                                                   mx.sym.zeros((1,))), dtype="float32")
     subgraph.note_conditional_use(taken, [name for name, _ in branches["then_graph"].outer_inputs()])
     subgraph.note_conditional_use(1 - taken,
                                   [name for name, _ in branches["else_graph"].outer_inputs()])

@@ -125,7 +125,9 @@ def _zero_padding(stacked, count, max_iterations):
     unknown" on a broadcast between a shape it knows, such as
     arange(max_iterations)'s, and one it does not.
     """
-    rows = mx.sym.contrib.arange_like(stacked[0], axis=0)
+    # In the output's dtype, cast to the counter's (float32, as its zeros): a float64
+    # or integer output's rows compared with it fail MXNet's type check.
+    rows = mx.sym.cast(mx.sym.contrib.arange_like(stacked[0], axis=0), dtype="float32")
     ran = mx.sym.broadcast_lesser(rows, count)
     index = mx.sym.BlockGrad((rows - max_iterations) * ran + max_iterations)
     return [mx.sym.take(mx.sym.concat(

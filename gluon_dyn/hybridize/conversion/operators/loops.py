@@ -325,8 +325,11 @@ def _failing_past_bound(where, more, bound, output):
     """`output` (a loop's per-step outputs, `bound` rows), made to fail the run when the
     loop's test `more` still holds after the loop: an exported graph has no guards, and
     rows cut at the bound would be wrong numbers. MXNet alone runs the check: a row
-    taken (mode "raise") at 1 from a one-row array; the error names the node."""
-    taken = mx.sym.take(mx.sym.zeros((1,)), _truth_index(more), mode="raise",
+    taken (mode "raise") at 1 from a one-row array of zeros in `output`'s dtype (added
+    to it, any other fails MXNet's type check); the error names the node."""
+    zero = mx.sym.zeros_like(mx.sym.slice_axis(mx.sym.contrib.arange_like(output, axis=0),
+                                               axis=0, begin=0, end=1))
+    taken = mx.sym.take(zero, _truth_index(more), mode="raise",
                         name="loop_at_%s_ran_past_max_iterations_%d" % (
                             where.replace("/", "_").replace(":", "_line"), bound))
     return mx.sym.broadcast_add(output, mx.sym.reshape(taken, shape=(1,)))
