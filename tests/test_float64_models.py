@@ -1,6 +1,6 @@
-"""A model in float64 (or with integer arrays) runs on graphs as it does in float32: the
-graphs' own bookkeeping (a loop's step counter, a branch's predicate) is float32, and
-where it meets the model's arrays, MXNet's type checks once failed the graph, and the
+"""A model in float64 runs on graphs as it does in float32: the graphs' own bookkeeping
+(a loop's step counter, a branch's predicate, a Python int a loop carries) is float32,
+and where it met the model's arrays, MXNet's type checks failed the graph, and the
 block ran as written ("a graph failed where the forward as written runs")."""
 import mxnet as mx
 import numpy as np
@@ -32,15 +32,50 @@ class BranchAndCollect(mx.gluon.Block):
         return h, mx.nd.stack(*outputs)
 
 
-def float64_block():
-    block = BranchAndCollect()
-    block.initialize(mx.init.Uniform(0.5))
-    block.cast("float64")
-    return block
+class CountedSteps(mx.gluon.Block):
+    """A Python int counting a `while` on a tensor's steps, compared with a tensor and
+    multiplying one (it takes their dtype imperatively)."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = mx.gluon.nn.Dense(3, in_units=3)
+
+    def forward(self, x, steps):
+        h, n = self.dense(x), 0
+        while n < steps.sum():
+            h = mx.nd.tanh(h)
+            n += 1
+        return h * n
+
+
+class ScaledByABranch(mx.gluon.Block):
+    """A Python float a branch on a tensor sets, scaling a tensor, and a float a loop
+    on a tensor grows."""
+
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = mx.gluon.nn.Dense(3, in_units=3)
+
+    def forward(self, x, steps):
+        h, scale, decay = self.dense(x), 1.0, 1.0
+        if h.mean() > 0:
+            scale = 2.5
+        while decay < steps.sum():
+            decay = decay * 1.5
+        return h * scale / decay
 
 
 @pytest.mark.parametrize("train", [False, True])
-def test_a_float64_model_with_branches_and_loops_runs_on_graphs(train):
+@pytest.mark.parametrize("model", [BranchAndCollect, CountedSteps, ScaledByABranch])
+def test_a_float64_model_with_branches_and_loops_runs_on_graphs(model, train):
+    def float64_block():
+        block = model()
+        block.initialize(mx.init.Uniform(0.5))
+        block.cast("float64")
+        return block
+
     rng = np.random.RandomState(0)
     calls = [(mx.nd.array(rng.randn(2, 3) * (1 if k % 3 else -1), dtype="float64"),
               mx.nd.array([1 + k % 3], dtype="float64")) for k in range(12)]

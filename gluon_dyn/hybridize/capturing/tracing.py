@@ -47,6 +47,9 @@ class Trace:
         # loop's counter, an int a graph loop or branch carries, a size read from a
         # shape): indexing with one drops the axis, as an int does.
         self.scalar_indices = set()
+        # ... and those standing for another Python number (a float a graph branch or
+        # loop carries): with an array, both take the array's dtype (arithmetic.py).
+        self.scalar_floats = set()
         # Input name -> dtype of the array it stands for, where known (host_values.py).
         self.dtypes = {}
         # id() of the lists, dicts and sets kept outside the call (on blocks, in
@@ -483,6 +486,23 @@ def is_scalar_index(symbol):
     """Whether `symbol` was marked by scalar_index in the trace in progress."""
     trace = current()
     return trace is not None and _output_name(symbol) in trace.scalar_indices
+
+
+def scalar_float(symbol):
+    """`symbol` (one element) stands for a Python number other than an int in the
+    trace in progress (if any)."""
+    trace = current()
+    if trace is not None:
+        trace.scalar_floats.add(_output_name(symbol))
+    return symbol
+
+
+def is_scalar_number(symbol):
+    """Whether `symbol` stands for a Python number (scalar_index or scalar_float) in
+    the trace in progress."""
+    trace = current()
+    return trace is not None and (_output_name(symbol) in trace.scalar_indices or
+                                  _output_name(symbol) in trace.scalar_floats)
 
 
 def _control_flow_key(symbol):

@@ -10,11 +10,12 @@ for ints (values.is_int_like) stands for an int too: `seq[t + 1]` is a row.
 import operator
 
 import mxnet as mx
+import numpy as np
 
 from ...capturing import effects, host_values, tracing
 from . import numpy_operators
 from ...capturing.symbolic_shapes import SymbolicDim
-from .values import NUMBERS, as_tensor, is_int_like, is_symbol
+from .values import NUMBERS, as_tensor, is_int_like, is_number_like, is_symbol
 
 _PYTHON = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
@@ -44,13 +45,33 @@ def binary_op(left, right, name):
         convert = (SymbolicDim,) + (NUMBERS if name == "//" else ())
         left, right = [as_tensor(v) if isinstance(v, convert) else v for v in (left, right)]
     if name in host_values.BROADCASTING and is_symbol(left) and is_symbol(right):
+        left, right = _number_in_the_arrays_dtype(left, right)
         result = host_values.BROADCASTING[name](left, right)
     else:
         result = _PYTHON[name](left, right)
     if is_symbol(result) and name in _INTEGER_RESULTS and is_int_like(left) and \
             is_int_like(right):
         tracing.scalar_index(result)
+    elif is_symbol(result) and is_number_like(left) and is_number_like(right):
+        tracing.scalar_float(result)
     return result
+
+
+def _number_in_the_arrays_dtype(left, right):
+    """(left, right), the one standing for a Python number (a float32 tensor: a
+    counter or a float a graph loop or branch carries) cast to the other's dtype
+    where MXNet infers one other than float32, as the number takes the array's dtype
+    imperatively: MXNet's operators take one dtype, and a float64 model's
+    `while n < steps.sum()` failed its type check."""
+    left_is_number = is_number_like(left)
+    if left_is_number == is_number_like(right):
+        return left, right
+    number, array = (left, right) if left_is_number else (right, left)
+    dtype = tracing.current().inferred_dtype(array)
+    if dtype is None or np.dtype(dtype) == np.float32:
+        return left, right
+    number = mx.sym.cast(number, dtype=np.dtype(dtype).name)
+    return (number, right) if left_is_number else (left, number)
 
 
 def augmented_assign(target, value, name):

@@ -15,8 +15,8 @@ from ....origin import caller_location
 from ...capturing import effects, numpy_interface, speculation, tracing
 from ...capturing.fates import Became, Statement
 from . import probe_findings, speculated
-from .values import (NUMBERS, is_int_like, is_symbol, note_shape, same_python_value,
-                     zeros_standing_for)
+from .values import (NUMBERS, is_int_like, is_number_like, is_symbol, note_shape,
+                     same_python_value, zeros_standing_for)
 
 
 def if_stmt(cond, body, orelse, get_state, set_state, symbol_names, nouts):
@@ -109,9 +109,12 @@ def staged_if(where, cond, body, orelse, get_state, set_state, symbol_names, nou
         final[position] = mx.sym.where(cond, mx.sym.full(shape=(1,), val=float(then_values[position])),
                                        mx.sym.full(shape=(1,), val=float(else_values[position])))
     for position in staged + selected:
-        # An int on both sides stays one: `seq[n]` after the `if` is a row.
+        # An int on both sides stays one: `seq[n]` after the `if` is a row; another
+        # number stays a number (arithmetic.py).
         if is_int_like(then_values[position]) and is_int_like(else_values[position]):
             tracing.scalar_index(final[position])
+        elif is_number_like(then_values[position]) and is_number_like(else_values[position]):
+            tracing.scalar_float(final[position])
     set_state(tuple(final))
 
 

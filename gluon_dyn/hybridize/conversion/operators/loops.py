@@ -20,8 +20,8 @@ from . import probe_findings, speculated
 from .arithmetic import binary_op
 from .conditionals import staged_if
 from .subscripts import get_item, row_at
-from .values import (NUMBERS_AND_SIZES, as_tensor, is_int_like, is_symbol, length_of,
-                     note_shape, same_python_value, zeros_standing_for)
+from .values import (NUMBERS_AND_SIZES, as_tensor, is_int_like, is_number_like, is_symbol,
+                     length_of, note_shape, same_python_value, zeros_standing_for)
 
 # A graph loop written as a Python `while` has no bound; with no per-step outputs
 # gluon_dyn's while_loop allocates nothing for max_iterations, so it is only a bound.
@@ -248,11 +248,14 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     if findings is None:
         findings, probe_appends = _probe(where, body, get_state, set_state, initial)
     after, guard_count = findings.outcome
-    # Ints the body keeps ints (a Python counter) stand for ints inside and after it.
-    ints = {i for i, (before, now) in enumerate(zip(initial, after))
-            if is_int_like(before) and is_int_like(now)}
+    # Ints the body keeps ints (a Python counter) stand for ints inside and after it,
+    # and other numbers it keeps numbers stand for numbers.
+    numbers = {i: is_int_like(before) and is_int_like(now)
+               for i, (before, now) in enumerate(zip(initial, after))
+               if is_number_like(before) and is_number_like(now)}
     carried = _carried(where, initial, after, symbol_names)
-    int_slots = [k for k, position in enumerate(carried) if position in ints]
+    number_slots = {k: numbers[position] for k, position in enumerate(carried)
+                    if position in numbers}
     appends = _append_structure(where, probe_appends)
     # Per-step outputs need a bound; a step counter tells which of their rows ran.
     counted = bool(appends or guard_count)
@@ -267,13 +270,13 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
 
     def loop_test(*values):
         _know_shapes(values, [initial[i] for i in carried])
-        _mark_ints(values, int_slots)
+        _mark_numbers(values, number_slots)
         set_state(with_carried(values))
         return test()
 
     def loop_body(*values):
         _know_shapes(values, [initial[i] for i in carried])
-        _mark_ints(values, int_slots)
+        _mark_numbers(values, number_slots)
         set_state(with_carried(values))
         with probe_findings.replaying(findings.inner), effects.EffectFrame() as frame:
             body()
@@ -300,7 +303,7 @@ def _staged_loop(where, test, body, get_state, set_state, symbol_names):
     for position, value in zip(carried, final):
         for leaf, start in zip(_leaves(value), _leaves(initial[position])):
             note_shape(leaf, start)
-    _mark_ints(final, int_slots)
+    _mark_numbers(final, number_slots)
     set_state(with_carried(final))
     if counted:
         tracing.current().note_control_flow_shape(final[-1], (1,))   # the step counter
@@ -381,10 +384,11 @@ def _carried(where, initial, after, symbol_names):
     return carried
 
 
-def _mark_ints(values, slots):
-    """The loop's values at `slots` stand for ints (tracing.scalar_index)."""
-    for slot in slots:
-        tracing.scalar_index(values[slot])
+def _mark_numbers(values, slots):
+    """The loop's values at `slots` (slot -> whether an int) stand for ints
+    (tracing.scalar_index) or other numbers (tracing.scalar_float)."""
+    for slot, is_an_int in slots.items():
+        (tracing.scalar_index if is_an_int else tracing.scalar_float)(values[slot])
 
 
 def _tensors(value):

@@ -39,7 +39,7 @@ def as_tensor(value):
     if isinstance(value, SymbolicDim):
         return tracing.scalar_index(value.graph_value())
     tensor = mx.sym.full(shape=(1,), val=float(value))
-    return tracing.scalar_index(tensor) if is_int(value) else tensor
+    return tracing.scalar_index(tensor) if is_int(value) else tracing.scalar_float(tensor)
 
 
 def length_of(symbol):
@@ -62,6 +62,15 @@ def is_int_like(value):
     if is_symbol(value):
         return tracing.is_scalar_index(value)
     return is_int(value) or isinstance(value, SymbolicDim)
+
+
+def is_number_like(value):
+    """Whether `value` stands for a Python number in traced code: a number, a size
+    read from a shape, or a one-element tensor made from numbers (is_int_like's, and
+    floats a graph loop or branch carries, arithmetic on those)."""
+    if is_symbol(value):
+        return tracing.is_scalar_number(value)
+    return isinstance(value, NUMBERS_AND_SIZES)
 
 
 def note_shape(output, *sources):
