@@ -4,7 +4,8 @@ The seed is random unless FUZZ_SEED gives it; it is printed first, so that a run
 can be repeated (FUZZ_SEED=S: the same programs in the same order) even when it
 does not finish. A quarter of the programs are of the graph-break family
 (programs.generate(breaks=True): host reads and data-dependent masks in the
-middle of graph code). A share of the programs (STEPS_SHARE), keeping no state on
+middle of graph code), and a quarter run in float64 (programs.FLOAT64_SHARE; the
+summary counts them apart). A share of the programs (STEPS_SHARE), keeping no state on
 their block, run their calls as training steps of three calls and a loss on each
 result, batched (batch_calls=True: differential.STEP_OPTIONS). A share of the
 cases (RECURSION_SHARE) are streams of new trees through the recursion engine

@@ -96,6 +96,7 @@ class Outcome:
     problem: object
     report: dict = None
     ill_conditioned: str = None
+    dtype: str = "float32"     # of the program's arrays
 
     @property
     def calls_after_profiling(self):
@@ -141,6 +142,7 @@ def check_source(source, calls, options=None):
     imperative, dynamic = cls(), cls()
     for block in (imperative, dynamic):
         block.initialize(mx.init.Uniform(0.5))
+        block.cast(_dtype(block))
     for (_, a), (_, b) in zip(sorted(imperative.collect_params().items()),
                               sorted(dynamic.collect_params().items())):
         b.set_data(a.data())
@@ -161,7 +163,7 @@ def check_source(source, calls, options=None):
     report = gluon_dyn.hybridize.report(dynamic)
     if problem is None and report["internal_errors"]:
         problem = "a trace stopped on an internal error: %s" % report["internal_errors"][0]
-    return Outcome(problem, report, ill_conditioned)
+    return Outcome(problem, report, ill_conditioned, _dtype(dynamic))
 
 
 def check_file(path):
@@ -198,7 +200,7 @@ def _run(block, call, move=None):
     values = rng.randn(call["batch"], 4) * call["scale"]
     if move is not None:
         values *= 1 + ULP_MOVE * np.random.RandomState(move).randn(*values.shape)
-    x = mx.nd.array(values)
+    x = mx.nd.array(values, dtype=_dtype(block))
     x.attach_grad()
     block.collect_params().zero_grad()
     limit = mx.nd.array([call["limit"]])
@@ -217,7 +219,8 @@ def _run(block, call, move=None):
                     # their rows (rowwise_losses.py). Targets made from NumPy, and
                     # shapes known before the batch runs, do not run it.
                     bce = gluon.loss.SigmoidBinaryCrossEntropyLoss()
-                    values = [bce(value, mx.nd.array(np.full(value.shape, 0.5)))
+                    values = [bce(value, mx.nd.array(np.full(value.shape, 0.5),
+                                                     dtype=value.dtype))
                               for value in (again, third, out)]
                     total = mx.nd.add_n(*[value.sum() for value in values])
                 else:
@@ -234,6 +237,12 @@ def _run(block, call, move=None):
              block.collect_params().items()}
     return ("ok", output, x.grad.asnumpy(), grads, block.count, block.state.asnumpy(),
             block.total)
+
+
+def _dtype(block):
+    """The dtype of a program's arrays (programs.Program.dtype; float32 in program
+    files written before programs had one)."""
+    return getattr(type(block), "DTYPE", "float32")
 
 
 def _state(block):
@@ -304,6 +313,7 @@ class Coverage:
         self.programs = self.disagreed = self.ended_on_graph = self.ill_conditioned = 0
         self.calls_after_profiling = self.graph_calls = self.batched_calls = 0
         self.merged_losses = 0
+        self.float64 = Float64Coverage()
 
     def add(self, outcome):
         self.programs += 1
@@ -314,21 +324,45 @@ class Coverage:
         self.graph_calls += outcome.graph_calls
         self.batched_calls += outcome.batched_calls
         self.merged_losses += outcome.merged_losses
+        if outcome.dtype == "float64":
+            self.float64.add(outcome)
 
     @property
     def program_share(self):
-        return self.ended_on_graph / self.programs if self.programs else 0.0
+        return _share(self.ended_on_graph, self.programs)
 
     @property
     def call_share(self):
-        return self.graph_calls / self.calls_after_profiling if self.calls_after_profiling else 0.0
+        return _share(self.graph_calls, self.calls_after_profiling)
 
     def summary(self):
         return ("%.0f%% of programs and %.0f%% of calls after profiling on graphs (%d in "
-                "batches' graphs, %d loss calls merged by rows), %d disagreed (%d stopped at "
-                "an ill-conditioned call)" % (
+                "batches' graphs, %d loss calls merged by rows; %d float64 programs, %.0f%% "
+                "of their calls on graphs), %d disagreed (%d stopped at an ill-conditioned "
+                "call)" % (
                     100 * self.program_share, 100 * self.call_share, self.batched_calls,
-                    self.merged_losses, self.disagreed, self.ill_conditioned))
+                    self.merged_losses, self.float64.programs, 100 * self.float64.call_share,
+                    self.disagreed, self.ill_conditioned))
+
+
+class Float64Coverage:
+    """The calls of float64 programs, and how many graphs served."""
+
+    def __init__(self):
+        self.programs = self.calls_after_profiling = self.graph_calls = 0
+
+    def add(self, outcome):
+        self.programs += 1
+        self.calls_after_profiling += outcome.calls_after_profiling
+        self.graph_calls += outcome.graph_calls
+
+    @property
+    def call_share(self):
+        return _share(self.graph_calls, self.calls_after_profiling)
+
+
+def _share(part, whole):
+    return part / whole if whole else 0.0
 
 
 def shrink(program, call_seed, until=None, steps=False):

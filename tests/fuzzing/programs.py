@@ -16,10 +16,15 @@ import random
 TENSORS = ("v0", "v1", "v2")
 MAX_DEPTH = 3
 
-Program = collections.namedtuple("Program", "hybrid body")
+# The arrays' dtype: a share of the programs run in float64 (blocks cast, inputs and
+# the arrays they make in it), where the graphs' own float32 bookkeeping meets them.
+Program = collections.namedtuple("Program", "hybrid body dtype", defaults=("float32",))
+FLOAT64_SHARE = 0.25
 
 HEADER = '''import mxnet as mx
 from mxnet import gluon
+
+DTYPE = "{dtype}"
 
 
 def helper({F_param}value, layer):
@@ -33,6 +38,8 @@ def scaled(F, value, c):
 
 
 class Program(gluon.{base}):
+    DTYPE = DTYPE
+
     def __init__(self):
         super().__init__()
         with self.name_scope():
@@ -43,7 +50,7 @@ class Program(gluon.{base}):
         self.n = 2
         self.count = 0
         self.total = 0.0
-        self.state = mx.nd.zeros((1, 4))
+        self.state = mx.nd.zeros((1, 4), dtype=DTYPE)
 
     def {method}:
         v0, v1, v2 = x, x * 0.5, {F}.tanh(x)
@@ -82,7 +89,8 @@ class Generator:
             body.insert(self.rng.randint(0, len(body)), self.host_read(0, in_loop=False))
             if self.rng.random() < 0.5:
                 body.insert(self.rng.randint(0, len(body)), self.mask())
-        return Program(hybrid, body)
+        return Program(hybrid, body,
+                       "float64" if self.rng.random() < FLOAT64_SHARE else "float32")
 
     def mask(self):
         return ("mask", self.rng.choice(TENSORS), self.rng.choice(TENSORS),
@@ -157,7 +165,7 @@ IDIOMS = ("mask_item", "unpack", "attributes", "paused", "predicted", "takes_F")
 def _render_idiom(statement, pad, lines):
     kind, target, source, c, k = statement
     if kind == "mask_item":
-        lines.append(pad + "mask = {F}.ones((1, 4))")
+        lines.append(pad + "mask = {F}.ones((1, 4), dtype=DTYPE)")
         lines.append(pad + "mask[0, %d] = %s" % (k, c))
         lines.append(pad + "mask[:, ::2] += 0.5")
         lines.append(pad + "mask[0, [%d, 3]] *= 2" % k)
@@ -167,7 +175,7 @@ def _render_idiom(statement, pad, lines):
         lines.append(pad + "%s = {F}.broadcast_add(%s, first.reshape((1, 4)) * %s + "
                      "{F}.sum({F}.stack(*rest), axis=0, keepdims=True))" % (target, target, c))
     elif kind == "attributes":
-        lines.append(pad + "%s = %s.T.T * %s + %s.copy().astype('float64').astype('float32')"
+        lines.append(pad + "%s = %s.T.T * %s + %s.copy().astype('{other}').astype(DTYPE)"
                      ".reshape(-1, 2).reshape(-1, 4).as_in_context(%s.context)"
                      % (target, target, c, source, source))
     elif kind == "paused":
@@ -192,7 +200,9 @@ def render(program):
         base, method, namespace = "Block", "forward(self, x, limit)", "mx.nd"
     source = "\n".join(lines) + "\n"
     # `F.add` is mx.nd's (MXNet's examples pass F=mx.nd); mx.sym has no `add`.
+    other = "float32" if program.dtype == "float64" else "float64"
     for name, value in (("base", base), ("method", method), ("F", namespace),
+                        ("dtype", program.dtype), ("other", other),
                         ("F_param", "F, " if program.hybrid else ""),
                         ("add", "broadcast_add" if program.hybrid else "add")):
         source = source.replace("{%s}" % name, value)

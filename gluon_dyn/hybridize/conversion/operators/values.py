@@ -95,14 +95,15 @@ def note_shape(output, *sources):
 
 
 def zeros_standing_for(symbol):
-    """Zeros of `symbol`'s shape, for a branch or loop start where a value exists only
-    on the other path (never read there, but MXNet needs matching shapes). When
-    exporting, shapes are not fixed: zeros like `symbol` itself."""
+    """Zeros of `symbol`'s shape and dtype, for a branch or loop start where a value
+    exists only on the other path (never read there, but MXNet needs matching shapes
+    and dtypes). When exporting, shapes are not fixed: zeros like `symbol` itself."""
     trace = tracing.current()
     if trace.export is not None:
         return mx.sym.zeros_like(symbol)
     try:
-        return mx.sym.zeros(shape=trace.fixed_shape(symbol))
+        return mx.sym.zeros(shape=trace.fixed_shape(symbol),
+                            dtype=np.dtype(trace.inferred_dtype(symbol) or np.float32).name)
     except AttributeError:
         raise tracing.FallbackRequired("a value that exists on one path of a branch or loop on "
                                        "a tensor has a shape not known while tracing",
