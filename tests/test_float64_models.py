@@ -1,5 +1,5 @@
 """A model in float64 runs on graphs as it does in float32: the graphs' own bookkeeping
-(a loop's step counter, a branch's predicate, a Python int a loop carries) is float32,
+(a loop's step counter, a branch's predicate, a Python number a loop or branch carries) is float32,
 and where it met the model's arrays, MXNet's type checks failed the graph, and the
 block ran as written ("a graph failed where the forward as written runs")."""
 import mxnet as mx
@@ -9,13 +9,17 @@ import pytest
 from idiom_twins import on_graphs, same_as_written
 
 
-class BranchAndCollect(mx.gluon.Block):
-    """An `if` on a tensor, and a `while` on a tensor keeping each step's output."""
+class DenseModel(mx.gluon.Block):
+    """A Block with one Dense child; subclasses write the forward."""
 
     def __init__(self):
         super().__init__()
         with self.name_scope():
             self.dense = mx.gluon.nn.Dense(3, in_units=3)
+
+
+class BranchAndCollect(DenseModel):
+    """An `if` on a tensor, and a `while` on a tensor keeping each step's output."""
 
     def forward(self, x, steps):
         h = self.dense(x)
@@ -32,14 +36,9 @@ class BranchAndCollect(mx.gluon.Block):
         return h, mx.nd.stack(*outputs)
 
 
-class CountedSteps(mx.gluon.Block):
+class CountedSteps(DenseModel):
     """A Python int counting a `while` on a tensor's steps, compared with a tensor and
     multiplying one (it takes their dtype imperatively)."""
-
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.dense = mx.gluon.nn.Dense(3, in_units=3)
 
     def forward(self, x, steps):
         h, n = self.dense(x), 0
@@ -49,14 +48,9 @@ class CountedSteps(mx.gluon.Block):
         return h * n
 
 
-class ScaledByABranch(mx.gluon.Block):
+class ScaledByABranch(DenseModel):
     """A Python float a branch on a tensor sets, scaling a tensor, and a float a loop
     on a tensor grows."""
-
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.dense = mx.gluon.nn.Dense(3, in_units=3)
 
     def forward(self, x, steps):
         h, scale, decay = self.dense(x), 1.0, 1.0
