@@ -1,7 +1,8 @@
 """A model in float64 runs on graphs as it does in float32: the graphs' own bookkeeping
-(a loop's step counter, a branch's predicate, a Python number a loop or branch carries) is float32,
-and where it met the model's arrays, MXNet's type checks failed the graph, and the
-block ran as written ("a graph failed where the forward as written runs")."""
+(a loop's step counter, a branch's predicate, a Python number a loop or branch
+carries) is float32, and where it met the model's arrays, MXNet's type checks failed
+the graph, and the block ran as written ("a graph failed where the forward as written
+runs")."""
 import mxnet as mx
 import numpy as np
 import pytest
