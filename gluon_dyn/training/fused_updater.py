@@ -10,10 +10,12 @@ import collections
 import warnings
 
 import mxnet as mx
+import numpy as np
 from mxnet import gluon, optimizer as opt
 from mxnet.optimizer.optimizer import _as_classic
 
 from . import update_rules
+from ..host_arrays import host_array
 
 KEPT = 16   # plans and update graphs kept (a step skipping stale parameters has its own)
 
@@ -72,11 +74,13 @@ class Fusion:
         return array
 
     def vector(self, values, context, name):
-        """`values` as a float32 array on `context`, the latest one of each `name` kept."""
+        """`values` as a float32 array on `context`, the latest one of each `name` kept.
+        A new one is made without waiting for the step's queued operators (the
+        rescale of a step whose batch size varies: REINFORCE's episodes)."""
         key = (tuple(values), context)
         kept = self.vectors.get(name)
         if kept is None or kept[0] != key:
-            kept = self.vectors[name] = (key, mx.nd.array(values, ctx=context))
+            kept = self.vectors[name] = (key, host_array(np.array(values, np.float32), context))
         return kept[1]
 
     def scalar(self, value, context):

@@ -17,6 +17,7 @@ from mxnet import autograd
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
 from ... import threads
+from ...host_arrays import host_array
 from ..capturing.capture import input_roles
 from ..passes.read_once import planned_flags, planned_op, read_once
 from .batched_graph import DOWN, ArenaInput, OwnInput, RowsInput, SharedInput, WrittenRowsInput
@@ -25,7 +26,6 @@ from .call_program import ArenaStart, GroupOwn, GroupRows
 from .passes import Passed
 from .schedule import distinct_arrays, power_of_two
 
-_MX_DTYPES = mx.ndarray.ndarray._DTYPE_NP_TO_MX
 SHAPES_KEPT = 32     # per graph: the static CachedOps of its most recent input shapes
 
 
@@ -205,29 +205,6 @@ class _Constants:
 def index_array(indices):
     """The call's row indices (np.int32) as an NDArray (host_array)."""
     return host_array(indices) if indices.size else None
-
-
-def host_array(values):
-    """`values` (a numpy array, made for this call) as a new NDArray, made through
-    the C API. On the CPU the values are written straight into its memory:
-    mx.nd.array and MXNet's other copies from numpy wait for the engine to finish
-    the operators already queued (a group's graph, say), and nothing can use the
-    new array before it is returned."""
-    values = np.ascontiguousarray(values)
-    context = mx.context.current_context()
-    handle = NDArrayHandle()
-    check_call(_LIB.MXNDArrayCreateEx(
-        (ctypes.c_uint * values.ndim)(*values.shape), values.ndim, context.device_typeid,
-        context.device_id, 0, _MX_DTYPES[values.dtype.type], ctypes.byref(handle)))
-    array = mx.nd.NDArray(handle)
-    if context.device_type == "cpu":
-        memory = ctypes.c_void_p()
-        check_call(_LIB.MXNDArrayGetData(handle, ctypes.byref(memory)))
-        ctypes.memmove(memory, values.ctypes.data, values.nbytes)
-    else:
-        check_call(_LIB.MXNDArraySyncCopyFromCPU(handle, values.ctypes.data_as(ctypes.c_void_p),
-                                                 ctypes.c_size_t(values.size)))
-    return array
 
 
 def _rows(index, group):
