@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 NATIVE_LIB := gluon_dyn/_lib/libgluon_dyn_ops.so
 PACKAGING := pyproject.toml setup.py MANIFEST.in build_support/backend.py
 NATIVE_SRC := $(wildcard src/operator/control_flow/*.cc src/operator/control_flow/*.h) \
-    src/ndarray/version.cc src/engine/serial_regions.cc
+    src/ndarray/version.cc src/ndarray/call_description.cc src/ndarray/dlpack_exchange.cc src/engine/serial_regions.cc
 
 # Horovod (data-parallel training) has no wheel on PyPI: it is built from source
 # against the installed mxnet, with Gloo and without MPI (--no-build-isolation,

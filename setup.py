@@ -89,6 +89,8 @@ setup(
     ext_modules=[Extension(
         "gluon_dyn._lib.libgluon_dyn_ops",
         sorted(glob.glob("src/operator/control_flow/*.cc")) + ["src/ndarray/version.cc",
+                                                                 "src/ndarray/call_description.cc",
+                                                                 "src/ndarray/dlpack_exchange.cc",
                                                                  "src/engine/serial_regions.cc"],
         depends=sorted(glob.glob("src/operator/control_flow/*.h")), language="c++",
         extra_compile_args=["-std=c++17", "-g0"],

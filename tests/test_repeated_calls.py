@@ -12,6 +12,7 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from gluon_dyn.hybridize.call import runner
+from gluon_dyn.hybridize.call.call_description import CallMatch
 import module_values
 from dynamic_twins import assert_same, calls_on_graphs, twins
 
@@ -78,7 +79,7 @@ def test_a_repeated_call_is_served_by_its_graph_without_a_key(keys_made):
     assert calls_on_graphs(dynamic) == before + 6
 
 
-@pytest.mark.parametrize("change", ["shape", "dtype", "training", "python value",
+@pytest.mark.parametrize("change", ["shape", "dimensions", "dtype", "training", "python value",
                                     "module list", "module number"])
 def test_a_change_of_the_key_ends_the_repetition(keys_made, change, monkeypatch, request):
     imperative, dynamic = settled()
@@ -86,6 +87,8 @@ def test_a_change_of_the_key_ends_the_repetition(keys_made, change, monkeypatch,
     shape, dtype = (5, 4), "float32"
     if change == "shape":
         shape = (3, 4)
+    elif change == "dimensions":
+        shape = (5, 1, 4)               # Dense flattens it
     elif change == "dtype":
         dtype = "float64"
         for block in (imperative, dynamic):
@@ -116,6 +119,33 @@ def test_a_change_of_the_key_ends_the_repetition(keys_made, change, monkeypatch,
     # next calls repeat it.
     assert keys_made == [1, 1] and report["traces"] == traces + 1, report["cache_misses"]
     assert report["calls"]["last"] == "graph"
+
+
+class FromNumpy(Policy):
+    """The policy given a NumPy batch, which it turns into an NDArray."""
+
+    def forward(self, x):
+        return super().forward(mx.nd.array(x))
+
+
+@pytest.mark.parametrize("as_numpy", [False, True])
+def test_repeated_calls_of_mxnet_arrays_are_told_by_one_c_call(keys_made, monkeypatch, as_numpy):
+    """Calls of MXNet arrays repeat the latest one where its CallMatch matches them
+    (call_description.py); calls of NumPy arrays, where their skeleton fits."""
+    matched = []
+    original = CallMatch.matches
+    monkeypatch.setattr(CallMatch, "matches", lambda self, arrays: matched.append(1) or
+                        original(self, arrays))
+    imperative, dynamic = twins(FromNumpy if as_numpy else Policy, check_speed=False)
+    for seed in range(8):
+        x = inputs(seed)
+        x = x.asnumpy() if as_numpy else x
+        assert_same(dynamic(x), imperative(x), "call %d" % seed)
+    repeated = 8 - gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["profiling"] - \
+        len(keys_made)
+    assert repeated >= 3 and calls_on_graphs(dynamic) == 8 - 3
+    # (A call made right after a trace may try the match and be keyed.)
+    assert len(matched) == 0 if as_numpy else len(matched) >= repeated
 
 
 def test_a_guard_failing_on_a_repeated_call_runs_it_as_written(keys_made):

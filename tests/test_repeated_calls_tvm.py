@@ -13,7 +13,7 @@ from dynamic_twins import assert_same, calls_on_graphs, twins
 from gluon_dyn import measure
 from gluon_dyn.hybridize.call.dynamic import runner_of
 from gluon_dyn.hybridize.timing import speed_check
-from tvm_bridge import segmented
+from tvm_bridge import runtime, segmented
 
 
 class Policy(gluon.Block):
@@ -84,6 +84,44 @@ def test_repeated_calls_on_a_tvm_plan_take_its_lane(lane_runs):
     assert calls_on_graphs(dynamic) == graph_calls + calls
     assert plan.choice.calls == choice_calls + calls
     assert calls - 3 <= len(lane_runs) < calls
+
+
+def test_arrays_in_shared_memory_are_converted_in_the_lane(lane_runs):
+    """A lane made for arrays in shared memory (a DataLoader's batch) converts them
+    as the full path does: TVM takes arrays on the CPU only."""
+    def shared(seed):
+        return inputs(seed).as_in_context(mx.Context("cpu_shared", 0))
+
+    imperative, dynamic, _ = settled()
+    for seed in range(10, 16):
+        assert_same(dynamic(shared(seed)), imperative(inputs(seed)), "call %d" % seed)
+    assert len(lane_runs) >= 4
+
+
+@pytest.mark.parametrize("exchange", ["gluon_dyn's", "MXNet's and TVM's Python"])
+def test_the_lane_gives_the_same_results_through_either_exchange(lane_runs, monkeypatch,
+                                                                   exchange):
+    """The arrays handed to TVM and back in one C call each (ndarray_exchange.py), as
+    tvm_bridge installs it, or through the Python APIs, as a deployed runtime.py
+    alone does; the path named is the one that ran."""
+    used = []
+    if exchange == "gluon_dyn's":
+        for name in ("ndarray_cpu_view", "ndarrays_of_tvm"):
+            function = getattr(runtime, name)
+            monkeypatch.setattr(runtime, name, lambda *args, function=function, name=name:
+                                used.append(name) or function(*args))
+    else:
+        monkeypatch.setattr(runtime, "ndarray_cpu_view", None)
+        monkeypatch.setattr(runtime, "ndarrays_of_tvm", None)
+        monkeypatch.setattr(mx.nd, "from_dlpack", lambda capsule, original=mx.nd.from_dlpack:
+                            used.append("from_dlpack") or original(capsule))
+    imperative, dynamic, _ = settled()
+    lane_runs.clear()
+    for seed in range(10, 14):
+        assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
+    assert len(lane_runs) >= 3
+    assert set(used) == ({"ndarray_cpu_view", "ndarrays_of_tvm"} if exchange == "gluon_dyn's"
+                         else {"from_dlpack"})
 
 
 def test_a_plan_serving_the_whole_graph_keeps_the_full_path(lane_runs):

@@ -12,7 +12,7 @@ runtime.py) runs without this package.
 """
 from gluon_dyn.native import ndarray_versions_reader
 
-from . import runtime
+from . import ndarray_exchange, runtime
 from .block import CompiledBlock, compile_block
 from .compiler import compile_module
 from .converters import Unsupported, converted_ops
@@ -32,3 +32,6 @@ __all__ = ["CompiledBlock", "CompiledFunction", "DeployedPlan", "compile_block",
 
 # Prepared parameters are kept until MXNet reports a write to them.
 runtime.array_versions_reader = ndarray_versions_reader
+# Inputs are viewed, and results made NDArrays, in one C call each.
+runtime.ndarray_cpu_view = ndarray_exchange.cpu_view
+runtime.ndarrays_of_tvm = ndarray_exchange.ndarrays_of_tvm

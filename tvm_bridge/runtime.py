@@ -32,6 +32,15 @@ PREPARE_FUNCTION = "main_transform_params"
 # prepared again at every call. tvm_bridge installs gluon_dyn's reader; a copy of
 # this file deployed alone has none.
 array_versions_reader = None
+# `view(array, alignment)` -> (the NDArray's data address once its pending writes are
+# done, a DLPack capsule viewing it or None where the address is not aligned so);
+# ValueError where it is not on the CPU. tvm_bridge installs gluon_dyn's, one C call
+# (ndarray_exchange.py); a copy of this file deployed alone uses _cpu_view.
+ndarray_cpu_view = None
+# [TVM tensor] -> [NDArray sharing its memory]; tvm_bridge installs gluon_dyn's, one
+# C call for all (ndarray_exchange.py); a copy of this file deployed alone uses
+# _ndarrays_of_tvm.
+ndarrays_of_tvm = None
 
 
 def configure_threads(default_threads=None):
@@ -188,6 +197,25 @@ def _versions_reader(arrays):
     return array_versions_reader(arrays)
 
 
+def as_ndarrays(tensors):
+    """TVM's tensors as NDArrays sharing their memory."""
+    return (ndarrays_of_tvm or _ndarrays_of_tvm)(tensors)
+
+
+def _ndarrays_of_tvm(tensors):
+    """ndarrays_of_tvm through MXNet's and TVM's Python APIs."""
+    return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in tensors]
+
+
+def _cpu_view(array, alignment):
+    """ndarray_cpu_view through MXNet's Python API."""
+    if array.context.device_type != "cpu":
+        raise ValueError(f"arrays must be on the CPU, got one on {array.context}")
+    # The address first, so that a capsule TVM would refuse is never made.
+    address = _mx_data_address(array)
+    return address, mx.nd.to_dlpack_for_read(array) if address % alignment == 0 else None
+
+
 def _mx_data_address(array):
     """Where the array's data is, once MXNet's pending writes to it are done.
     MXNDArrayGetData allocates an array whose memory is still deferred (the
@@ -257,8 +285,8 @@ class CompiledFunction:
         misfit is still caught by TVM's own checks, less readably."""
         result = self.call_tvm(*arrays)
         if not self.signature.returns_tuple:
-            return mx.nd.from_dlpack(result.__dlpack__())
-        return [mx.nd.from_dlpack(tensor.__dlpack__()) for tensor in result]
+            return as_ndarrays([result])[0]
+        return as_ndarrays(result)
 
     def call_tvm(self, *arrays):
         """call_unchecked giving TVM's own tensors (a tuple's as a list), for a caller
@@ -329,12 +357,9 @@ class CompiledFunction:
         """(_to_tvm's tensor, the address of the NDArray's memory it views, or None
         where it is a copy or `array` is NumPy's)."""
         if isinstance(array, mx.nd.NDArray):
-            if array.context.device_type != "cpu":
-                raise ValueError(f"arrays must be on the CPU, got one on {array.context}")
-            # The address first, so that a capsule TVM would refuse is never made.
-            address = _mx_data_address(array)
-            if address % TVM_ALIGNMENT == 0:
-                return tvm.runtime.from_dlpack(mx.nd.to_dlpack_for_read(array)), address
+            address, dlpack = (ndarray_cpu_view or _cpu_view)(array, TVM_ALIGNMENT)
+            if dlpack is not None:
+                return tvm.runtime.from_dlpack(dlpack), address
         elif array.flags.c_contiguous and array.ctypes.data % TVM_ALIGNMENT == 0:
             return tvm.runtime.from_dlpack(array), None
         self.copies += 1

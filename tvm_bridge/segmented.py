@@ -44,6 +44,7 @@ from .failures import COMPILE, CONVERTER, RUN, describe, failure, warn_first
 from .gemm_choice import measured_gemms
 from .graph import load_graph
 from .host_ops import host_step
+from .runtime import as_ndarrays
 from .observed_types import TypesChanged, checking_inputs
 from .partition import TVM, partition
 from .relax_builder import build_segment
@@ -542,4 +543,4 @@ def _wait(arrays):
 
 def _mxnet(value):
     """An NDArray, or a TVM tensor as one (sharing its memory)."""
-    return value if isinstance(value, mx.nd.NDArray) else mx.nd.from_dlpack(value.__dlpack__())
+    return value if isinstance(value, mx.nd.NDArray) else as_ndarrays([value])[0]

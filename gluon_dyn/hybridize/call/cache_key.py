@@ -14,6 +14,7 @@ from mxnet import autograd
 
 from ..capturing import arguments, numpy_interface
 from ..capturing.python_state import python_state
+from .call_description import CallMatch
 
 MAX_GRAPHS = 16
 RECENT_MISSES = 10   # miss reasons kept for the report
@@ -103,25 +104,31 @@ class RepeatedCall:
     call of arrays of the same shapes, dtypes and contexts, in the same modes, with
     the same Python values, has the same key and is served by the same graph,
     without the key made and looked up again (a third of a small policy network's
-    call: REINFORCE decides 86 times a training step). Kept from one call through
-    key_for to the next such call; the cache changing drops it (a failed guard
-    clears it)."""
+    call: REINFORCE decides 86 times a training step). The arrays and modes of a
+    call of MXNet arrays are compared in one C call (call_description.py). Kept from
+    one call through key_for to the next such call; the cache changing drops it (a
+    failed guard clears it)."""
 
     def __init__(self):
         self._latest = None     # (skeleton, key, layout, executor, cache version)
+        self._match = None      # the CallMatch of the latest call, or None
         # (The executor's ExecutorLane for the remembered call, or None; how many
         # plans the executor had when it was looked for: a plan built since may have one.)
         self._lane = None
 
-    def remember(self, skeleton, key, layout, executor, cache):
-        """A call of arrays alone (`skeleton`: ArgumentSkeleton.of_arrays_alone) was
-        keyed `key` and served by `executor`, the graph `cache` holds for it."""
+    def remember(self, skeleton, key, layout, executor, cache, args):
+        """A call on `args`, arrays alone (`skeleton`: ArgumentSkeleton.of_arrays_alone),
+        was keyed `key` and served by `executor`, the graph `cache` holds for it."""
         self._latest = None if skeleton is None else \
             (skeleton, key, layout, executor, cache.version)
+        match = None if skeleton is None else CallMatch.of(args)
+        # Described after the call: used only where the modes are still the key's.
+        self._match = match if match is not None and (match.training, match.np_shape) == \
+            (key.training, key.interface[0]) else None
         self._lane = None
 
     def forget(self):
-        self._latest = self._lane = None
+        self._latest = self._match = self._lane = None
 
     def lane(self, args):
         """The remembered graph's ExecutorLane for an inference call repeating the
@@ -132,22 +139,28 @@ class RepeatedCall:
         return self._lane[0]
 
     def served_by(self, args, block, tracer, cache):
-        """(layout, executor) of the remembered call if the call on `args` repeats
-        it; else None."""
+        """(layout, executor, whether autograd records) of the remembered call if the
+        call on `args` repeats it; else None."""
         latest = self._latest
         if latest is None:
             return None
         if cache.version != latest[4]:
             self.forget()           # its graph may be dropped: not kept alive here
             return None
-        if not arguments.arrays_fit(latest[0], args):
-            return None
         key = latest[1]
-        if autograd.is_training() != key.training or numpy_interface.mode() != key.interface \
-                or python_state(block, tracer.unkeyed_paths, tracer.modules_read) != \
-                key.python_values:
+        if self._match is not None:
+            fits, recording = self._match.matches(args)
+            if not fits or numpy_interface.np_arrays() != key.interface[1]:
+                return None
+        elif arguments.arrays_fit(latest[0], args) and \
+                autograd.is_training() == key.training and numpy_interface.mode() == key.interface:
+            recording = autograd.is_recording()
+        else:
             return None
-        return latest[2], latest[3]
+        state = python_state(block, tracer.unkeyed_paths, tracer.modules_read)
+        if state is not key.python_values and state != key.python_values:
+            return None
+        return latest[2], latest[3], recording
 
 
 class GraphCache:

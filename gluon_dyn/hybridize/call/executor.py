@@ -160,17 +160,20 @@ class GraphExecutor:
             return None
         plan = self.tvm.plan_for(self, self._inputs(args, None))
         plan_lane = plan.lane() if plan is not None else None
-        return ExecutorLane(self, plan_lane) if plan_lane is not None else None
+        return ExecutorLane(self, plan_lane, args) if plan_lane is not None else None
 
-    def _inputs(self, args, states):
-        """The graph's inputs for a call. A parameter's array is read as
-        Parameter.data() gives it where it has one (initialized on one context): a
+    def _inputs(self, args, states, arguments_as_given=False):
+        """The graph's inputs for a call; its arguments as given where
+        `arguments_as_given` (not as ArgumentInput makes them: NDArrays outside
+        shared memory, which it would give as they are). A parameter's array is read
+        as Parameter.data() gives it where it has one (initialized on one context): a
         call reads every parameter of the model (260 for a MobileNetV2), and
         data()'s checks cost more than the array it returns."""
         inputs = []
         for source, parameter in self._sources:
             if parameter is None:
-                inputs.append(source.value(args, states))
+                inputs.append(arguments.get(args, source.path) if arguments_as_given and
+                              isinstance(source, ArgumentInput) else source.value(args, states))
                 continue
             arrays = parameter._data      # pylint: disable=protected-access
             inputs.append(arrays[0] if arrays is not None and len(arrays) == 1
@@ -275,8 +278,14 @@ class ExecutorLane:
     """GraphExecutor.run for an inference call that repeats a served one (runner.py),
     through its plan's PlanLane: the outputs, as run() returns them in its Run."""
 
-    def __init__(self, executor, plan_lane):
+    def __init__(self, executor, plan_lane, args):
         self._executor, self._plan = executor, plan_lane
+        # The calls it serves repeat the call on `args` (RepeatedCall): their arrays
+        # are of its arrays' types and contexts, so where those need no conversion to
+        # be graph inputs, theirs need none either (nor the look at their contexts).
+        self._arguments_as_given = all(
+            isinstance(array, mx.nd.NDArray) and array.context.device_type != "cpu_shared"
+            for array in flattened(args))
 
     def ready(self):
         return self._plan.ready()
@@ -284,7 +293,7 @@ class ExecutorLane:
     def run(self, args):
         executor = self._executor
         capture = executor.capture
-        results = self._plan.run(executor._inputs(args, None))
+        results = self._plan.run(executor._inputs(args, None, self._arguments_as_given))
         return rebuild_outputs(capture.out_format, results[:capture.num_outputs])
 
 

@@ -189,22 +189,24 @@ class BlockRunner:
         return self.calls.last is not None and self.calls.last.on_graph
 
     def _repeated(self, args):
-        """(layout, executor) when this call (on `args`) repeats the latest one a
-        cached graph served (RepeatedCall) and would be served as it was; else None."""
+        """(layout, executor, whether autograd records) when this call (on `args`)
+        repeats the latest one a cached graph served (RepeatedCall) and would be
+        served as it was; else None."""
         if self.fallback is not None or self.segments is not None or self.recursion_only or \
                 self.speed_check.serves_python() or \
                 (self.recursion is not None and self.recursion.serving):
             return None
         return self.repeated.served_by(args, self.block, self.tracer, self.cache)
 
-    def _repeated_served(self, layout, executor, args):
+    def _repeated_served(self, layout, executor, recording, args):
         """A call repeating the latest one `executor` served: an inference call on a
         TVM plan runs through its ExecutorLane where the speed check and the plan
         have nothing to time or measure (executor.py), others as _served_by."""
-        if self.tvm is not None and not autograd.is_recording():
+        if self.tvm is not None and not recording:
             lane = self.repeated.lane(args)
             if lane is not None and lane.ready() and self.speed_check.untimed_graph_call():
-                return self._returning(executor, layout, self._run(executor, args, lane))
+                # Not _returning: the call it repeats had its returned types noted.
+                return self._run(executor, args, lane)
         return self._served_by(layout, executor, args)
 
     def _served_by(self, layout, executor, args, key=None, run=None):
@@ -214,7 +216,7 @@ class BlockRunner:
         result = self._returning(executor, layout, (run or self._serve)(executor, args))
         if key is not None and self.calls.last is Served.GRAPH:
             self.repeated.remember(self.last_call.of_arrays_alone(), key, layout, executor,
-                                   self.cache)
+                                   self.cache, args)
         return result
 
     def _call(self, args):

@@ -60,7 +60,8 @@ def python_state(block, unkeyed=frozenset(), modules=None):
                          ("%s.%s" % (name, path), value)
                          for path, value in _walked_tree(child).key_items(frozenset()))) \
             + global_state(modules)
-    return _walked_tree(block).key_items(unkeyed) + global_state(modules)
+    walked = _walked_tree(block)
+    return walked.joined(walked.key_items(unkeyed), global_state(modules))
 
 
 def global_state(modules=None):
@@ -198,6 +199,16 @@ class _WalkedTree:
         # only a counted change can change such a tree's key.
         self.keyed_at = None
         self.holds_containers = any(walked.holds_containers for walked in self.blocks)
+        self.join = None            # (tree items, global items, the two as one tuple)
+
+    def joined(self, tree_items, global_items):
+        """The tree's key items and the global ones as one tuple: the one given last
+        where both parts are the objects it was made from, so that a key made from
+        it compares with the next call's state by identity."""
+        join = self.join
+        if join is None or join[0] is not tree_items or join[1] is not global_items:
+            join = self.join = (tree_items, global_items, tree_items + global_items)
+        return join[2]
 
     def update(self):
         self.changes = _changes[0]
