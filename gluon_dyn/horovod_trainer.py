@@ -26,7 +26,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 
-import mxnet as mx
+import numpy as np
+
+from .host_arrays import host_array
 
 MODULE = "horovod.mxnet"
 
@@ -48,7 +50,7 @@ def _agreeing_on_fresh_gradients(allreduce_grads):
             if not fresh:
                 kept[param] = param.list_grad()[0].copy()
                 param.list_grad()[0][:] = 0
-        users = mx.nd.array(local, dtype="float32")
+        users = host_array(np.array(local, np.float32))
         allreduce_(users, average=False, name="%sgluon_dyn.fresh_gradients" % self._prefix,
                    process_set=process_set)
         allreduce_grads(self)

@@ -20,8 +20,9 @@ def host_array(values, context=None):
     on the CPU written without the engine."""
     values = np.asarray(values, order="C")    # (ascontiguousarray makes a 0-d array 1-d)
     context = context or mx.context.current_context()
-    if values.ndim == 0 or values.size == 0:
-        # MXNet's legacy shapes: no dimensions, or a 0, is "unknown" to the C API.
+    if values.ndim == 0 or values.size == 0 or values.dtype.type not in _MX_DTYPES:
+        # MXNet's legacy shapes: no dimensions, or a 0, is "unknown" to the C API; a
+        # dtype MXNet has not is its own error.
         return mx.nd.array(values, ctx=context, dtype=values.dtype)
     handle = NDArrayHandle()
     check_call(_LIB.MXNDArrayCreateEx(

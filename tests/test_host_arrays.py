@@ -5,7 +5,10 @@ backward."""
 import mxnet as mx
 import numpy as np
 import pytest
+from mxnet import gluon
 
+import gluon_dyn
+from dynamic_twins import assert_same, twins
 from engine_work import LOG, hold_the_engine
 from gluon_dyn.host_arrays import host_array
 from gluon_dyn.training.fused_updater import Fusion
@@ -52,3 +55,30 @@ def test_a_fused_update_makes_a_new_rescale_without_waiting_for_the_engine():
     assert LOG == ["made"]
     assert changed.dtype == np.float32
     np.testing.assert_array_equal(changed.asnumpy(), np.array([1 / 37], np.float32))
+
+
+class FromNumpy(gluon.Block):
+    """A NumPy argument the forward turns into an NDArray."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, in_units=4)
+
+    def forward(self, x):
+        return self.dense(mx.nd.array(x))
+
+
+def test_a_graph_call_makes_its_numpy_arguments_arrays_without_waiting_for_the_engine():
+    imperative, dynamic = twins(FromNumpy, check_speed=False)
+    batches = [np.random.RandomState(seed).uniform(-1, 1, (2, 4)).astype(np.float32)
+               for seed in range(8)]
+    for x in batches[:6]:
+        assert_same(dynamic(x), imperative(x))
+    LOG.clear()
+    hold_the_engine()
+    results = [dynamic(x) for x in batches[6:]]
+    LOG.append("called")
+    assert LOG == ["called"]
+    for result, x in zip(results, batches[6:]):
+        assert_same(result, imperative(x))
+    assert gluon_dyn.hybridize.report(dynamic)["calls"]["by_kind"]["graph"] >= 4

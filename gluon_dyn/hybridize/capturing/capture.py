@@ -13,6 +13,7 @@ import mxnet as mx
 import numpy as np
 
 from ... import graph_json, native
+from ...host_arrays import host_array
 from ...ops import gradient_flow
 from . import arguments, deferred, deferred_init, guards, tracing
 from .argument_writes import argument_writes
@@ -47,7 +48,7 @@ class ArgumentInput:
     def value(self, args, states):
         array = arguments.get(args, self.path)
         if isinstance(array, np.ndarray):    # numpy_arguments.py
-            return mx.nd.array(array, dtype=array.dtype)
+            return host_array(array)
         # Operators take arrays in shared memory (a DataLoader's batch) beside arrays
         # on the CPU, and give results on the CPU; MXNet's CachedOp wants one context.
         if array.context.device_type == "cpu_shared":
@@ -78,7 +79,7 @@ class NumberInput:
     attr: str
 
     def value(self, args, states):
-        return mx.nd.array([getattr(self.owner(), self.attr)], dtype="float32")
+        return host_array(np.array([getattr(self.owner(), self.attr)], np.float32))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
