@@ -12,6 +12,7 @@ import numpy as np
 from mxnet.base import _LIB, NDArrayHandle, check_call
 
 _MX_DTYPES = mx.ndarray.ndarray._DTYPE_NP_TO_MX     # pylint: disable=protected-access
+_CPU = mx.cpu().device_typeid
 
 
 def host_array(values, context=None):
@@ -29,7 +30,7 @@ def host_array(values, context=None):
         (ctypes.c_uint * values.ndim)(*values.shape), values.ndim, context.device_typeid,
         context.device_id, 0, _MX_DTYPES[values.dtype.type], ctypes.byref(handle)))
     array = mx.nd.NDArray(handle)    # owns the handle from here, also if a call below fails
-    if context.device_type == "cpu":
+    if context.device_typeid == _CPU:
         memory = ctypes.c_void_p()
         check_call(_LIB.MXNDArrayGetData(handle, ctypes.byref(memory)))
         ctypes.memmove(memory, values.ctypes.data, values.nbytes)
