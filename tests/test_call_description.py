@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from mxnet import autograd
 
+from gluon_dyn.hybridize.call import call_description
 from gluon_dyn.hybridize.call.call_description import CallMatch
 
 
@@ -50,3 +51,21 @@ def test_another_mode_does_not_match(mode):
 def test_only_mxnet_arrays_are_described():
     assert CallMatch.of((mx.nd.ones((2,)), np.ones((2,)))) is None
     assert CallMatch.of(()) is not None and CallMatch.of(()).matches(())[0]
+
+
+class _MatchingEverything:
+    """A library built against another MXNet's NDArray layout might read the same
+    numbers from every array: here, it matches whatever it is given."""
+
+    @staticmethod
+    def gluon_dyn_describe_call(handles, count, out, capacity, recording):
+        return 2
+
+    @staticmethod
+    def gluon_dyn_call_matches(handles, count, expected, size, recording):
+        return 1
+
+
+def test_a_library_that_cannot_tell_arrays_apart_is_not_used():
+    assert call_description._describes_rightly(call_description._LIBRARY)
+    assert not call_description._describes_rightly(_MatchingEverything())

@@ -20,6 +20,7 @@ def test_an_aligned_array_is_viewed_where_its_memory_is():
     assert view.data_ptr() == address and address % runtime.TVM_ALIGNMENT == 0
     np.testing.assert_array_equal(view.numpy(), array.asnumpy())
     array[:] = 7       # the view is the array's memory
+    array.wait_to_read()
     np.testing.assert_array_equal(view.numpy(), np.full((3, 4), 7, np.float32))
 
 
@@ -59,3 +60,14 @@ def test_tvm_results_become_ndarrays_sharing_and_keeping_their_memory():
         np.testing.assert_array_equal(array.asnumpy(), value)
         view, _ = ndarray_exchange.cpu_view(array, 1)
         assert view == address
+
+
+def test_a_library_that_takes_shared_memory_for_the_cpu_is_not_used():
+    """Built against another MXNet's NDArray layout, the library could read any
+    device as the CPU: such a view is not installed."""
+    def viewing_everything(array, alignment):
+        return ndarray_exchange.cpu_view(array.as_in_context(mx.cpu()), alignment)
+
+    assert ndarray_exchange._views_rightly(ndarray_exchange.cpu_view)
+    assert not ndarray_exchange._views_rightly(viewing_everything)
+    assert runtime.ndarray_cpu_view is ndarray_exchange.cpu_view   # tvm_bridge installed it

@@ -6,6 +6,7 @@ import ctypes
 import warnings
 
 import mxnet as mx
+import tvm
 from tvm_ffi import libinfo
 
 from gluon_dyn import native
@@ -74,7 +75,28 @@ def _exchange():
         if status != 0:
             mx.base.check_call(-1)
         return [ndarray(mx.base.NDArrayHandle(handle)) for handle in made]
+
+    if not _views_rightly(cpu_view):
+        warnings.warn("gluon_dyn: %s tells arrays on the CPU wrongly (built for another "
+                      "MXNet?); %s" % (native.LIBRARY_PATH, native.REBUILD))
+        return None, None
     return cpu_view, ndarrays_of_tvm
+
+
+def _views_rightly(cpu_view):
+    """Whether `cpu_view` tells an array on the CPU from one in shared memory as MXNet
+    does: it reads the NDArray layout of the headers the library was built with,
+    which must be this MXNet's (TVM would read another device's memory)."""
+    array = mx.nd.ones((4,))
+    address, capsule = cpu_view(array, 1)
+    if capsule is None or address == 0:
+        return False
+    tvm.runtime.from_dlpack(capsule)       # consumed, as a compiled function's input is
+    try:
+        cpu_view(array.as_in_context(mx.Context("cpu_shared", 0)), 1)
+    except ValueError:
+        return True
+    return False
 
 
 cpu_view, ndarrays_of_tvm = _exchange()

@@ -40,7 +40,24 @@ def _library():
     return library
 
 
-_LIBRARY = _library()
+def _describes_rightly(library):
+    """Whether the library tells arrays apart as MXNet's properties do: it reads the
+    NDArray layout of the headers it was built with, which must be this MXNet's
+    (a call matched wrongly would be served by another call's graph)."""
+    match = CallMatch((mx.nd.zeros((2, 3)),), library)
+    return match.matches((mx.nd.ones((2, 3)),))[0] and not any(
+        match.matches((other,))[0] for other in (
+            mx.nd.zeros((3, 2)), mx.nd.zeros((2, 3, 1)), mx.nd.zeros((2, 3), dtype="int32"),
+            mx.nd.zeros((2, 3), ctx=mx.cpu(1))))
+
+
+def _checked_library():
+    library = _library()
+    if library is not None and not _describes_rightly(library):
+        warnings.warn("gluon_dyn: %s describes arrays wrongly (built for another MXNet?); %s"
+                      % (native.LIBRARY_PATH, native.REBUILD))
+        return None
+    return library
 
 
 class CallMatch:
@@ -52,9 +69,10 @@ class CallMatch:
     def of(cls, arrays):
         if _LIBRARY is None or not all(isinstance(array, mx.nd.NDArray) for array in arrays):
             return None
-        return cls(arrays)
+        return cls(arrays, _LIBRARY)
 
-    def __init__(self, arrays):
+    def __init__(self, arrays, library):
+        self._library = library
         self._types = tuple(map(type, arrays))
         self._count = len(arrays)
         # Kept: each call fills them rather than making them (the runner's lock
@@ -67,7 +85,7 @@ class CallMatch:
         self._describe(self._expected, length)
         self.training, self.np_shape = bool(self._expected[0]), bool(self._expected[1])
         self._matches = functools.partial(
-            _LIBRARY.gluon_dyn_call_matches, self._handles, self._count, self._expected,
+            library.gluon_dyn_call_matches, self._handles, self._count, self._expected,
             length, ctypes.byref(self._recording))
 
     def matches(self, arrays):
@@ -89,8 +107,11 @@ class CallMatch:
             handles[position] = array.handle
 
     def _describe(self, out, capacity):
-        length = _LIBRARY.gluon_dyn_describe_call(self._handles, self._count, out, capacity,
+        length = self._library.gluon_dyn_describe_call(self._handles, self._count, out, capacity,
                                                   ctypes.byref(self._recording))
         if length < 0:
             raise RuntimeError("gluon_dyn: MXNet's autograd and NumPy modes could not be read")
         return length
+
+
+_LIBRARY = _checked_library()
