@@ -342,3 +342,46 @@ def test_a_forward_that_runs_as_python_gets_graphs_at_its_child_blocks():
     assert child["calls"]["graph"] == child["calls"]["after_profiling"] > 0
     assert made["calls"]["by_kind"]["child_graphs"] > 0
     assert made["calls"]["last"] == "child_graphs"
+
+
+SAME_SOURCE = '''import mxnet as mx
+from mxnet import gluon
+
+SCALE = {scale}
+
+
+class Metered(gluon.Block):
+    def __init__(self):
+        super().__init__()
+        self.dense = gluon.nn.Dense(3, in_units=4)
+        self.seen = []
+
+    def forward(self, x):
+        h = mx.nd.tanh(self.dense(x)) * SCALE
+        self.seen.append(float(h.mean().asscalar()))
+        return h + 1
+'''
+
+
+def test_the_same_forward_written_in_two_files_breaks_in_each_files_own_lines(tmp_path):
+    """Two modules of the same source (a model copied into another file): each
+    forward is converted from its own file, so its graph break is in it and its
+    calls run as graph segments (malt kept one conversion for equal code objects)."""
+    import importlib.util
+    for name, scale in (("first_copy", 2.0), ("second_copy", 3.0)):
+        path = tmp_path / ("%s.py" % name)
+        path.write_text(SAME_SOURCE.format(scale=scale))
+        spec = importlib.util.spec_from_file_location(name, str(path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        imperative, dynamic = twins(module.Metered)
+        rng = np.random.RandomState(0)
+        for _ in range(6):
+            x = nd(rng.rand(2, 4))
+            assert_same(run(dynamic, x), run(imperative, x))
+        np.testing.assert_allclose(dynamic.seen, imperative.seen, rtol=1e-5)
+        report = gluon_dyn.hybridize.report(dynamic)
+        assert report["fallback"] is None, report["fallback"]
+        [graph_break] = report["graph_segments"]["graph_breaks"]
+        assert graph_break["at"] == "%s:15" % path
+        assert report["calls"]["by_kind"]["segments"] >= 3

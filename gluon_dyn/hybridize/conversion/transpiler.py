@@ -10,6 +10,7 @@ graph operators, while Python values keep Python semantics.
 # malt 2.15.3 calls importlib.util without importing it.
 import importlib.util  # noqa: F401
 import threading
+import weakref
 
 import malt
 from malt.core import config
@@ -24,8 +25,47 @@ from .converters import (asserts, augmented_assignment, binary_operators, contex
 from ..capturing.weak_binding import WeakMethod
 
 
+class _CodeIdentityCache:
+    """malt's CodeObjectCache (conversions by a function's code object, then by a
+    subkey) keyed by the code object itself. malt keys them by its value, and code
+    objects compare equal whatever file they come from: a function written the same
+    in two files (a model copied into another module, a program loaded twice) got
+    the conversion of the first, its lines in the other file (a graph break there
+    was "not in the forward", diagnostics named the other file). Functions sharing
+    one code object (made in a loop) still share their conversion."""
+
+    def __init__(self):
+        self._entries = {}      # id(code) -> (weak reference to the code, {subkey: value})
+
+    def _bucket(self, entity, make):
+        code = getattr(entity, "__code__", entity)
+        entry = self._entries.get(id(code))
+        if entry is not None and entry[0]() is code:
+            return entry[1]
+        if not make:
+            return None
+        bucket = {}
+        self._entries[id(code)] = (
+            weakref.ref(code, lambda _, key=id(code): self._entries.pop(key, None)), bucket)
+        return bucket
+
+    def has(self, entity, subkey):
+        bucket = self._bucket(entity, make=False)
+        return bucket is not None and subkey in bucket
+
+    def __getitem__(self, entity):
+        return self._bucket(entity, make=True)
+
+    def __len__(self):
+        return len(self._entries)
+
+
 class Transpiler(api.PyToPy):
     """malt's transformations followed by gluon_dyn's own."""
+
+    def __init__(self):
+        super().__init__()
+        self._cache = _CodeIdentityCache()
 
     def transform_ast(self, node, ctx):
         # Before malt: its analyses must see that an item assignment rebinds its name.
