@@ -64,17 +64,27 @@ def load():
 load()
 
 
+def library_with(name):
+    """The library (ctypes) where it has the function `name`; else None, with a
+    warning (a library built from older sources)."""
+    library = ctypes.CDLL(LIBRARY_PATH)
+    if not hasattr(library, name):
+        warnings.warn("gluon_dyn: %s has no %s (built from older sources?); %s"
+                      % (LIBRARY_PATH, name, REBUILD))
+        return None
+    return library
+
+
 def _versions_reader():
     """`reader(arrays)`: a function giving, for each NDArray of `arrays`, the count of
     writes MXNet has completed to its memory (its engine variable's version; see
     src/ndarray/version.cc) once its pending writes are done, in one call, its
     handles gathered once (2.5 us of 3.6 for eight arrays); the caller keeps the
     arrays alive. None, with a warning, when the library cannot read them."""
-    function = getattr(ctypes.CDLL(LIBRARY_PATH), "gluon_dyn_ndarray_versions", None)
-    if function is None:
-        warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarray_versions (built from older "
-                      "sources?); %s" % (LIBRARY_PATH, REBUILD))
+    library = library_with("gluon_dyn_ndarray_versions")
+    if library is None:
         return None
+    function = library.gluon_dyn_ndarray_versions
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p]

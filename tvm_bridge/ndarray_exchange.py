@@ -19,10 +19,8 @@ _DLTENSOR = b"dltensor"
 def _library():
     """gluon_dyn's native library with its exchange functions set up; None, with a
     warning, where it has none (built from older sources)."""
-    library = ctypes.CDLL(native.LIBRARY_PATH)
-    if not hasattr(library, "gluon_dyn_ndarrays_of_tvm"):
-        warnings.warn("gluon_dyn: %s has no gluon_dyn_ndarrays_of_tvm (built from older "
-                      "sources?); %s" % (native.LIBRARY_PATH, native.REBUILD))
+    library = native.library_with("gluon_dyn_ndarrays_of_tvm")
+    if library is None:
         return None
     library.gluon_dyn_ndarray_cpu_view.restype = ctypes.c_int
     library.gluon_dyn_ndarray_cpu_view.argtypes = [

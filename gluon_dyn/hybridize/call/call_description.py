@@ -20,10 +20,8 @@ from ... import native
 def _library():
     """The library's description functions, ready to call; None, with a warning,
     where it has none (built from older sources)."""
-    library = ctypes.CDLL(native.LIBRARY_PATH)
-    if not hasattr(library, "gluon_dyn_call_matches"):
-        warnings.warn("gluon_dyn: %s has no gluon_dyn_call_matches (built from older "
-                      "sources?); %s" % (native.LIBRARY_PATH, native.REBUILD))
+    library = native.library_with("gluon_dyn_call_matches")
+    if library is None:
         return None
     handles = ctypes.POINTER(ctypes.c_void_p)
     library.gluon_dyn_describe_call.restype = ctypes.c_int64
