@@ -28,6 +28,8 @@ GRAD_TIE_OP = "gluon_dyn_grad_tie"
 SPLIT_OP = "gluon_dyn_split"
 # Concat the same way (_rnn_param_concat of a fused RNN's weights, equivalent_ops.py).
 CONCAT_OP = "gluon_dyn_concat"
+# Dropout drawing MXNet's numbers from MXNet's states (equivalent_ops.py).
+DROPOUT_OP = "gluon_dyn_dropout"
 # Identities that only make MXNet's backward request gradients: export drops them,
 # and a parameter read only by them is not computed with.
 TRAINING_ONLY_OPS = (GRAD_TIE_OP,)
@@ -35,7 +37,7 @@ TRAINING_ONLY_OPS = (GRAD_TIE_OP,)
 # operator's shape function when an input's rank is unknown (c_api.cc sums the
 # ranks, -1 for unknown, to size a buffer it then overruns, or fails to allocate):
 # its shape inference must only see these operators with every input's rank known.
-LIBRARY_OPS = (ASSERT_OP, GRAD_TIE_OP, SPLIT_OP, CONCAT_OP)
+LIBRARY_OPS = (ASSERT_OP, GRAD_TIE_OP, SPLIT_OP, CONCAT_OP, DROPOUT_OP)
 # The C++ op writes exactly this before the user's message.
 ASSERT_PREFIX = "gluon_dyn assumption failed: "
 REBUILD = "installing gluon_dyn builds it (`pip install .`, or `make setup` in a clone)"

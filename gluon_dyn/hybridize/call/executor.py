@@ -38,11 +38,13 @@ class Run:
 
 
 class GraphExecutor:
-    def __init__(self, capture, tvm=None, open_dims=None, cells=None):
-        """`open_dims` ({argument array index: dims}): the dims whose every size the
-        graph serves (its cache key leaves them open); `cells`: the block's RNN cells
-        MXNet's RNN operator computes (fused_cells.cells_of)."""
+    def __init__(self, capture, training, tvm=None, open_dims=None, cells=None):
+        """`training`: autograd's training mode of the calls it serves (their cache
+        key's); `open_dims` ({argument array index: dims}): the dims whose every size
+        the graph serves (its cache key leaves them open); `cells`: the block's RNN
+        cells MXNet's RNN operator computes (fused_cells.cells_of)."""
         self.capture = capture
+        self.training = training
         # Per graph input: its source, and the Parameter it reads, if it reads one
         # directly (`_inputs`).
         self._sources = [(source, source.parameter if isinstance(source, ParameterInput) and
@@ -252,7 +254,8 @@ class GraphExecutor:
         """The pipeline.Run of a graph of this capture for `inputs`."""
         names = self.capture.symbol.list_inputs()
         return pipeline.Run(
-            recording=recording, dtypes={name: array.dtype for name, array in zip(names, inputs)},
+            recording=recording, training=self.training,
+            dtypes={name: array.dtype for name, array in zip(names, inputs)},
             shapes={name: array.shape for name, array in zip(names, inputs)}
             if self.capture.exact else None,
             cells=self.cells, fuse_cells=fuse_cells, flags=_planned_flags(self.capture))

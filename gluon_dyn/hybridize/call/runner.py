@@ -278,7 +278,7 @@ class BlockRunner:
             return self._after_error("%s: %s" % (type(error).__name__, error),
                                      "an internal error stopped the trace", args)
         self.ladder.note_reads(capture.shape_reads)
-        executor = GraphExecutor(capture, self.tvm, self.ladder.open_dims(),
+        executor = GraphExecutor(capture, training, self.tvm, self.ladder.open_dims(),
                                  fused_cells.cells_of(self.block))
         # The trace's shape reads may close dims the key left open: key it afresh.
         key = key_for(self.block, training, layout, self.ladder, self.tracer)

@@ -33,6 +33,7 @@ class Run:
     """What the passes know of the runs a graph is made for, and what they leave.
 
     recording:   for recorded runs (forward and backward), else for inference;
+    training:    autograd's training mode of the runs (the graph's cache key holds it);
     dtypes:      the graph inputs' dtypes by name;
     shapes:      the graph inputs' shapes by name when traced for exact shapes, else None;
     cells:       the cells the RNN operator may run (fused_cells.cells_of);
@@ -42,6 +43,7 @@ class Run:
     graph it was made from, whose inputs it takes).
     """
     recording: bool
+    training: bool
     dtypes: dict
     shapes: Optional[dict]
     cells: dict
@@ -64,7 +66,9 @@ def _row_projections(symbol, run):
 
 
 def _equivalent_ops(symbol, run):
-    return equivalent_ops.rewritten(symbol, run.dtypes, run.shapes)
+    # Dropout drops in recorded training runs: gluon_dyn's draws MXNet's numbers.
+    return equivalent_ops.rewritten(symbol, run.dtypes, run.shapes,
+                                    dropping=run.recording and run.training)
 
 
 def _stacked_weight_gradients(symbol, run):
