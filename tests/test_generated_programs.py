@@ -97,6 +97,12 @@ def test_regression(name):
 # called three times in one graph named each call's operators alike, and the graph
 # cut around the boolean_mask of a conditionally appended list wired every call's
 # result to the last call's values (graph_json.with_unique_names).
+# program_245304428_782504534 and program_36634870_792200370_steps: a dropout in a
+# training call whose graph's guards failed drew its numbers twice, in the graph
+# and again in Python (random_states.py puts MXNet's states back in between).
+# program_556868562_206852307_steps: the probe pass of a tensor `if` noted the
+# branches inside it as top-level ones (stale_gradients.py's conditions), which put
+# the probe's nodes in the graph: a Dropout of an inner branch drew on every call.
 FUZZER_FILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzzing", "regressions")
 
 

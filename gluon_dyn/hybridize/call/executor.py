@@ -11,7 +11,7 @@ import dataclasses
 import mxnet as mx
 from mxnet import autograd
 
-from ... import graph_json
+from ... import graph_json, random_states
 from ...ops.gradient_flow import has_history
 from ..capturing import arguments, guards
 from ..passes import pipeline
@@ -84,6 +84,7 @@ class GraphExecutor:
         self.fused_cells = []       # prefixes of the cells its recorded runs fuse
         self.stacked_weights = []   # weights whose gradients its recorded runs stack
         self._recording_op = None
+        self._random_draws = None       # whether its runs draw random numbers (_draws_random)
         self._returned_arrays_type = None
         # Argument structure -> the (shape, dtype, context) of each array a run on
         # such arguments returned (call_batching.py: results known before a run).
@@ -118,6 +119,7 @@ class GraphExecutor:
         capture = self.capture
         inputs = self._inputs(args, _StateAttributes(block) if self._reads_state else None)
         plan = self.tvm.plan_for(self, inputs) if self.tvm is not None else None
+        states = random_states.saved() if capture.guards and self._draws_random() else None
         results = plan(*inputs) if plan is not None else self._cached_op(inputs)(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if self._waits:
@@ -126,6 +128,8 @@ class GraphExecutor:
         if capture.guards:
             failed = guards.failed(capture.guards, results.pop().asnumpy())
             if failed:
+                if states is not None:     # Python runs the call again: it draws anew
+                    random_states.restore(states)
                 return Run(failed_guards=tuple(failed))
         if capture.conditional_parameters:
             paths_ran = results.pop()
@@ -149,6 +153,11 @@ class GraphExecutor:
         for write in capture.argument_writes:
             write.apply(mutables, outputs)
         return Run(rebuild_outputs(capture.out_format, outputs, mutables))
+
+    def _draws_random(self):
+        if self._random_draws is None:
+            self._random_draws = random_states.draws(self.capture.symbol, self.training)
+        return self._random_draws
 
     def lane(self, args):
         """An ExecutorLane: run() for inference calls whose arrays are shaped as

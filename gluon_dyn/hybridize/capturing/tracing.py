@@ -61,6 +61,9 @@ class Trace:
         # Outer value name -> the conditions (0/1 Symbols) of the top-level graph
         # branches and loops that read it (stale_gradients.py).
         self.conditional_reads = {}
+        # Probe passes open (probe_findings.py): the nodes they make are the probe's
+        # only, so the branches and loops they stage note no reads.
+        self.probes = 0
         # (node name, output index) -> shape, or a function computing it (None where
         # unknown), for the outputs of cond and while_loop nodes: MXNet 1.9.1 cannot
         # infer them, the converter knows them. Computed when first needed: most are
@@ -78,7 +81,10 @@ class Trace:
 
     def note_conditional_use(self, condition, names):
         """Listener of ops.subgraph: a top-level branch or loop body reads `names`
-        under `condition`."""
+        under `condition`. A probe's would put its nodes (an inner branch's Dropout,
+        run whichever way the outer one goes) in the graph."""
+        if self.probes:
+            return
         for name in names:
             self.conditional_reads.setdefault(name, []).append(condition)
 

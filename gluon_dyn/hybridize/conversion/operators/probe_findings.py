@@ -103,14 +103,19 @@ def keep(findings):
 class _Pass:
     def __init__(self, recording, replaying):
         self.state = recording, replaying
+        self.trace = tracing.current() if recording is not None else None
 
     def __enter__(self):
         self.outer = _passes.recording, _passes.replaying
         _passes.recording, _passes.replaying = self.state
+        if self.trace is not None:
+            self.trace.probes += 1
         return self.state[0]
 
     def __exit__(self, *exc):
         _passes.recording, _passes.replaying = self.outer
+        if self.trace is not None:
+            self.trace.probes -= 1
 
 
 def probing():
