@@ -59,25 +59,36 @@ class Guarded(gluon.Block):
         return h - 1
 
 
-def test_a_call_whose_guards_failed_draws_as_written():
+def twins(cls, **options):
+    """An imperative block and one with hybridize(dynamic=True, **options), alike."""
     mx.random.seed(0)
-    imperative, dynamic = Guarded(), Guarded()
+    imperative, dynamic = cls(), cls()
     for block in (imperative, dynamic):
         block.initialize(mx.init.Xavier())
     dynamic.dense.weight.set_data(imperative.dense.weight.data().copy())
-    dynamic.hybridize(dynamic=True, profile_calls=1, check_speed=False)
+    dynamic.hybridize(dynamic=True, profile_calls=1, check_speed=False, **options)
+    return imperative, dynamic
+
+
+def assert_draws_as_written(imperative, dynamic, x, call):
+    """A recorded call of both, seeded alike: equal results and the same numbers next."""
+    results = []
+    for block in (imperative, dynamic):
+        mx.random.seed(call)
+        with autograd.record():
+            out = block(x)
+        results.append((out.asnumpy(), mx.nd.random.uniform(shape=(3,)).asnumpy()))
+    for expected, got in zip(*results):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_call_whose_guards_failed_draws_as_written():
+    imperative, dynamic = twins(Guarded)
     for call, sign in enumerate([1, 1, 1, -1, -1, 1, -1]):
         x = sign * mx.nd.array(np.abs(np.random.RandomState(call).standard_normal((4, 6))))
-        imperative.dense.bias.set_data(sign * mx.nd.ones((6,)))
-        dynamic.dense.bias.set_data(sign * mx.nd.ones((6,)))
-        results = []
         for block in (imperative, dynamic):
-            mx.random.seed(call)
-            with autograd.record():
-                out = block(x)
-            results.append((out.asnumpy(), mx.nd.random.uniform(shape=(3,)).asnumpy()))
-        for expected, got in zip(*results):
-            np.testing.assert_array_equal(got, expected)
+            block.dense.bias.set_data(sign * mx.nd.ones((6,)))
+        assert_draws_as_written(imperative, dynamic, x, call)
     by_kind = report(dynamic)["calls"]["by_kind"]
     assert by_kind["guard_failed"] >= 1 and by_kind["graph"] >= 2, by_kind
 
@@ -104,20 +115,8 @@ class NestedDropout(gluon.Block):
 
 
 def test_a_dropout_in_a_nested_branch_draws_only_when_its_branch_runs():
-    mx.random.seed(0)
-    imperative, dynamic = NestedDropout(), NestedDropout()
-    for block in (imperative, dynamic):
-        block.initialize(mx.init.Xavier())
-    dynamic.dense.weight.set_data(imperative.dense.weight.data().copy())
-    dynamic.hybridize(dynamic=True, speculate=False, profile_calls=1, check_speed=False)
+    imperative, dynamic = twins(NestedDropout, speculate=False)
     for call in range(6):
         x = mx.nd.array(np.random.RandomState(call).standard_normal((3, 4)) * 0.5)
-        results = []
-        for block in (imperative, dynamic):
-            mx.random.seed(call)
-            with autograd.record():
-                out = block(x)
-            results.append((out.asnumpy(), mx.nd.random.uniform(shape=(3,)).asnumpy()))
-        for expected, got in zip(*results):
-            np.testing.assert_array_equal(got, expected)
+        assert_draws_as_written(imperative, dynamic, x, call)
     assert report(dynamic)["calls"]["by_kind"]["graph"] == 6    # speculating nothing, none profiled
