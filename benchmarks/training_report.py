@@ -28,6 +28,8 @@ import tempfile
 
 import numpy as np
 
+import gluon_dyn
+
 import harness
 import training_twins
 from training_twins import TRAIN_DIR, build, initialized, mxnet_steps, share_values
@@ -73,6 +75,7 @@ REFERENCE = MXNET_VARIANTS[0][0]
 DYNAMIC = MXNET_VARIANTS[1][0]
 WHOLE_STEP = MXNET_VARIANTS[2][0]
 TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
+SETTLING_STEPS = 80
 
 
 def short_name(label):
@@ -88,7 +91,6 @@ def option_name(name):
 def what_it_ran(training):
     """What gluon_dyn did with the blocks, from its reports; with the whole step,
     how many updates of each trainer ran fused."""
-    import gluon_dyn
     notes = [updates_note(training.trainers)] if training.args.whole_step else []
     for name, block in training.blocks.items():
         report = gluon_dyn.hybridize.report(block)
@@ -116,11 +118,14 @@ def what_it_ran(training):
     return "; ".join(notes)
 
 
-def interleaved(variants, warmup, timed, checked):
+def interleaved(variants, warmup, timed, checked, measuring=None):
     """Median samples/s of each variant, a function index -> (value, samples, seconds).
     Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
-    what checked[0] does; timed steps run in rotated order (harness.rotated), each
-    right after untimed steps of its own variant (harness.SETTLING_CALLS), each
+    what checked[0] does; then each variant named in `measuring` ({name: whether it
+    still measures a choice}) takes steps of its own until it has chosen (at most
+    SETTLING_STEPS: the fused trainers' choice of cores, wide_steps.py, times the
+    loop's steps back to back); timed steps run in rotated order (harness.rotated),
+    each right after untimed steps of its own variant (harness.SETTLING_CALLS), each
     variant's run of steps once the machine is idle (harness.settle)."""
     names = list(variants)
     for index in range(warmup):
@@ -128,6 +133,12 @@ def interleaved(variants, warmup, timed, checked):
         for name in checked[1:]:
             np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
                                        err_msg="%s disagrees with %s" % (name, checked[0]))
+    for name, still_measuring in (measuring or {}).items():
+        harness.settle()
+        for index in range(warmup, warmup + SETTLING_STEPS):
+            if not still_measuring():
+                break
+            variants[name](index)
     rates, run = {name: [] for name in names}, harness.SETTLING_CALLS + 1
     for k in range(timed):
         for name in harness.rotated(names, k):
@@ -136,6 +147,12 @@ def interleaved(variants, warmup, timed, checked):
                 _, samples, seconds = variants[name](index)
             rates[name].append(samples / seconds)     # the last of its run
     return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def choosing_cores(training):
+    """Whether a fused trainer of `training` still measures its choice of cores."""
+    return any(choice["state"] == "measuring" for trainer in training.trainers.values()
+               for choice in gluon_dyn.training.report(trainer)["all_cores"])
 
 
 def infer_call(training, index, rng):
@@ -173,7 +190,8 @@ def measure_training(label, script, flags, warmup, timed):
                     training_twins.torch_process(script, twin, (name,)))
                 variants[TORCH_TITLES[name]] = training_twins.torch_steps(
                     processes[name], name, trainings[REFERENCE].args)
-        rates = interleaved(variants, warmup, timed, [title for title, _ in MXNET_VARIANTS])
+        rates = interleaved(variants, warmup, timed, [title for title, _ in MXNET_VARIANTS],
+                            {WHOLE_STEP: lambda: choosing_cores(trainings[WHOLE_STEP])})
         if "torch.compile" in processes:
             compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
     print("training  %-38s %s" % (label, "  ".join(

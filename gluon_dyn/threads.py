@@ -28,6 +28,17 @@ outputs, so the engine runs it after their operators, and runs it even when one
 of them failed (MXNet's kNoSkip); that ordering holds where one engine thread
 runs a context's operators (MXNet's default ThreadedEnginePerDevice with one CPU
 worker, or NaiveEngine): elsewhere graphs run as they are.
+
+The other way round, a training step of few long operators runs faster with every
+core: the LSTM LM of examples/train (MXNet's fused RNN operator, 10 of its 13 ms a
+step on one thread) trained 23% faster with its graphs' operators on both cores of a
+2-core machine, while LeNet, the GAN, CartPole and the tree models trained 6-32%
+slower (their Python pushing the next operators needs the second core). A wide
+region (`begin_all_cores`, `end_all_cores`) gives the engine thread every core
+until it ends; training/wide_steps.py opens one where a fused trainer measured its
+steps faster so. Only operators that size their team by the thread's OpenMP count
+widen (oneDNN's: RNN, FullyConnected, Convolution); MXNet's own kernels keep the
+count MXNET_OMP_MAX_THREADS's default gives them.
 """
 import ctypes
 import os
@@ -79,6 +90,10 @@ class _SerialRegions:
         self.begin = ctypes.cast(library.gluon_dyn_serial_begin, ctypes.c_void_p)
         self.end = ctypes.cast(library.gluon_dyn_serial_end, ctypes.c_void_p)
         self.threads = ctypes.cast(library.gluon_dyn_omp_threads, ctypes.c_void_p)
+        self.wide_begin = ctypes.cast(library.gluon_dyn_wide_begin, ctypes.c_void_p)
+        self.wide_end = ctypes.cast(library.gluon_dyn_wide_end, ctypes.c_void_p)
+        # Read by the engine thread when a wide region begins: kept for the process.
+        self.all_cores = ctypes.c_int(cores())
         self.context = _CPUContext(1, 0)
 
     def push(self, function, reads=(), parameter=None):
@@ -91,7 +106,7 @@ class _SerialRegions:
 
 def _serial_regions():
     library = ctypes.CDLL(native.LIBRARY_PATH)
-    if not hasattr(library, "gluon_dyn_serial_begin") or \
+    if not hasattr(library, "gluon_dyn_wide_begin") or \
             not _engine_runs_a_context_on_one_thread(os.environ):
         return None
     return _SerialRegions(library)
@@ -156,6 +171,37 @@ class GraphSpan:
         if self.open:
             end_one_thread(self.outputs)
             self.open = False
+
+
+def all_cores_available(environ=os.environ):
+    """Whether wide regions can give the engine more threads than MXNet does: regions
+    are pushed here (serial_graphs_available), the user left MXNet's thread count
+    to its default (no MXNET_OMP_MAX_THREADS nor OMP_NUM_THREADS: a count set there
+    is kept) and there is more than one core."""
+    return _REGIONS is not None and cores() > 1 and \
+        not any(name in environ for name in ("MXNET_OMP_MAX_THREADS", "OMP_NUM_THREADS"))
+
+
+class _WideRegion:
+    open = False        # pushed and not yet ended (one engine thread runs the CPU's operators)
+
+
+def begin_all_cores():
+    """Operators the engine runs after this (on the CPU) size their OpenMP team for
+    every core, until end_all_cores; no-op in an open region."""
+    if not _WideRegion.open:
+        _REGIONS.push(_REGIONS.wide_begin, (), ctypes.cast(ctypes.byref(_REGIONS.all_cores),
+                                                           ctypes.c_void_p))
+        _WideRegion.open = True
+
+
+def end_all_cores(reads=()):
+    """Ends the open wide region, if any, once the operators making the NDArrays
+    `reads` have run (an engine function reading nothing runs as soon as the engine
+    thread is free, ahead of operators still waiting for their inputs)."""
+    if _WideRegion.open:
+        _REGIONS.push(_REGIONS.wide_end, reads)
+        _WideRegion.open = False
 
 
 def engine_omp_threads():

@@ -15,6 +15,7 @@ from mxnet import gluon, optimizer as opt
 from mxnet.optimizer.optimizer import _as_classic
 
 from . import update_rules
+from .wide_steps import WideSteps
 from ..host_arrays import host_array
 
 KEPT = 16   # plans and update graphs kept (a step skipping stale parameters has its own)
@@ -37,7 +38,8 @@ class Fusion:
     reuse: plans by arrays, update graphs by layout, scratch arrays by parameter,
     the latest arrays of learning rates and the like."""
 
-    def __init__(self):
+    def __init__(self, all_cores=None):
+        self.wide_steps = WideSteps(all_cores)
         self.fused_steps = 0
         self.loop_steps = collections.Counter()
         self.op_calls = collections.Counter()
@@ -97,6 +99,13 @@ class FusedUpdater(opt.Updater):
 
     def __call__(self, index, grad, weight):
         indices, grads, weights = _as_lists(self.optimizer, index, grad, weight)
+        self._fusion.wide_steps.update_begins(grads)
+        try:
+            self._update(indices, grads, weights)
+        finally:
+            self._fusion.wide_steps.update_ends(weights)
+
+    def _update(self, indices, grads, weights):
         plan = self._fusion.plan(self.optimizer, weights, grads)
         if plan.refusal is not None:
             if plan.refusal not in self._fusion.loop_steps:
@@ -159,19 +168,24 @@ def _scheduled(optimizer, aggregate, indices, weights):
     return lrs, wds, [counts[i] for i in indices]
 
 
-def fused_updates(trainer, enabled=True):
+def fused_updates(trainer, enabled=True, all_cores=None):
     """From the next `trainer.step` on, apply the optimizer's update of all
     parameters as a few fused MXNet calls (gluon_dyn/training/__init__.py states the
-    semantics); `enabled=False` returns to MXNet's loop. Returns the trainer."""
+    semantics); `enabled=False` returns to MXNet's loop. `all_cores`: whether the
+    operators of the graphs of a step run on every core (True), as MXNet runs them
+    (False), or as measured faster (None; wide_steps.py). Returns the trainer."""
     if not isinstance(trainer, gluon.Trainer):
         raise TypeError("fused_updates takes a gluon.Trainer (or hvd.DistributedTrainer), "
                         "got %s" % type(trainer).__name__)
     for updater in trainer._updaters:
         if enabled:
             if not hasattr(updater, "_fusion"):
-                updater._fusion = Fusion()
+                updater._fusion = Fusion(all_cores)
+            elif all_cores is not None:
+                updater._fusion.wide_steps.force(all_cores)
             updater.__class__ = FusedUpdater
         elif type(updater) is FusedUpdater:
+            updater._fusion.wide_steps.withdraw()
             updater.__class__ = opt.Updater
     return trainer
 
@@ -180,16 +194,19 @@ def report(trainer):
     """What fused_updates did on `trainer`: {"enabled", "fused_steps" (updater calls
     that ran fused), "loop_steps" ({reason: calls MXNet's loop ran}), "op_calls"
     ({operator: calls}), "kvstore" (a reason no update reaches the Trainer's
-    updaters, or None)}, summed over the Trainer's contexts."""
+    updaters, or None)}, summed over the Trainer's contexts, and "all_cores" (per
+    context: whether the graphs of its steps run on every core, and why;
+    wide_steps.WideSteps.report)."""
     total = {"enabled": any(type(u) is FusedUpdater for u in trainer._updaters),
              "fused_steps": 0, "loop_steps": collections.Counter(),
-             "op_calls": collections.Counter(), "kvstore": None}
+             "op_calls": collections.Counter(), "kvstore": None, "all_cores": []}
     for updater in trainer._updaters:
         if hasattr(updater, "_fusion"):
             done = updater._fusion.as_dict()
             total["fused_steps"] += done["fused_steps"]
             total["loop_steps"].update(done["loop_steps"])
             total["op_calls"].update(done["op_calls"])
+            total["all_cores"].append(updater._fusion.wide_steps.report())
     if trainer._kvstore and trainer._update_on_kvstore:
         total["kvstore"] = ("update_on_kvstore: the kvstore runs the optimizer, "
                             "the Trainer's updaters are not called")

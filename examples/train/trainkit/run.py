@@ -108,13 +108,16 @@ def setup(script, args):
 def updates_note(trainers):
     """How the updates of each trainer (a dict by name) ran, from
     gluon_dyn.training.report: "updates fused: discriminator 4, generator 4", those
-    MXNet's loop ran counted with their reason."""
+    MXNet's loop ran counted with their reason, and where a step's graphs ran on
+    every core, why ("all cores: measured: ...")."""
     notes = []
     for name, trainer in sorted(trainers.items()):
         report = gluon_dyn.training.report(trainer)
-        notes.append("%s %d%s" % (name, report["fused_steps"], "".join(
+        notes.append("%s %d%s%s" % (name, report["fused_steps"], "".join(
             " (%d by MXNet's loop: %s)" % (count, why)
-            for why, count in sorted(report["loop_steps"].items()))))
+            for why, count in sorted(report["loop_steps"].items())), "".join(
+            ", all cores (%s)" % choice["reason"] for choice in report["all_cores"]
+            if choice["state"] == "all cores")))
     return "updates fused: " + ", ".join(notes)
 
 
