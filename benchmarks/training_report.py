@@ -121,10 +121,11 @@ def what_it_ran(training):
 def interleaved(variants, warmup, timed, checked, measuring=None):
     """Median samples/s of each variant, a function index -> (value, samples, seconds).
     Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
-    what checked[0] does; then each variant named in `measuring` ({name: whether it
-    still measures a choice}) takes steps of its own until it has chosen (at most
-    SETTLING_STEPS: the fused trainers' choice of cores, wide_steps.py, times the
-    loop's steps back to back); timed steps run in rotated order (harness.rotated),
+    what checked[0] does; then each variant named in `measuring` ({name: a function
+    starting a measurement afresh and returning a function saying whether it still
+    measures}) takes steps of its own until it has chosen (at most SETTLING_STEPS:
+    the fused trainers' choice of cores, wide_steps.py, times the loop's steps, here
+    not interleaved with the other variants'); timed steps run in rotated order (harness.rotated),
     each right after untimed steps of its own variant (harness.SETTLING_CALLS), each
     variant's run of steps once the machine is idle (harness.settle)."""
     names = list(variants)
@@ -133,8 +134,9 @@ def interleaved(variants, warmup, timed, checked, measuring=None):
         for name in checked[1:]:
             np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
                                        err_msg="%s disagrees with %s" % (name, checked[0]))
-    for name, still_measuring in (measuring or {}).items():
+    for name, measure in (measuring or {}).items():
         harness.settle()
+        still_measuring = measure()
         for index in range(warmup, warmup + SETTLING_STEPS):
             if not still_measuring():
                 break
@@ -149,10 +151,14 @@ def interleaved(variants, warmup, timed, checked, measuring=None):
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
-def choosing_cores(training):
-    """Whether a fused trainer of `training` still measures its choice of cores."""
-    return any(choice["state"] == "measuring" for trainer in training.trainers.values()
-               for choice in gluon_dyn.training.report(trainer)["all_cores"])
+def cores_measured(training):
+    """The fused trainers of `training` measure their choice of cores afresh; returns
+    a function saying whether one still measures."""
+    trainers = list(training.trainers.values())
+    for trainer in trainers:
+        gluon_dyn.training.measure_cores(trainer)
+    return lambda: any(choice["state"] == "measuring" for trainer in trainers
+                       for choice in gluon_dyn.training.report(trainer)["all_cores"])
 
 
 def infer_call(training, index, rng):
@@ -191,7 +197,7 @@ def measure_training(label, script, flags, warmup, timed):
                 variants[TORCH_TITLES[name]] = training_twins.torch_steps(
                     processes[name], name, trainings[REFERENCE].args)
         rates = interleaved(variants, warmup, timed, [title for title, _ in MXNET_VARIANTS],
-                            {WHOLE_STEP: lambda: choosing_cores(trainings[WHOLE_STEP])})
+                            {WHOLE_STEP: lambda: cores_measured(trainings[WHOLE_STEP])})
         if "torch.compile" in processes:
             compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
     print("training  %-38s %s" % (label, "  ".join(

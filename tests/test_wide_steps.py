@@ -188,3 +188,24 @@ def test_a_trainer_switched_back_leaves_no_region_open(narrow_engine):
     loss.backward()
     trainer.step(rows)
     assert threads.engine_omp_threads() == narrow_engine
+
+
+def test_a_choice_is_measured_afresh_when_asked(monkeypatch):
+    """measure_cores: a trainer's choice (here set) is measured again from its next
+    step; its weights' graphs start its steps again."""
+    net = build(Model)
+    net.hybridize(dynamic=True)
+    trainer = gluon_dyn.fused_updates(
+        gluon.Trainer(net.collect_params(), "adam", options("adam")), all_cores=False)
+    loop = ScriptedLoop(monkeypatch, lambda wide: 0.0)
+    loop.steps = trainer._updaters[0]._fusion.wide_steps   # pylint: disable=protected-access
+    loop.weight = next(iter(net.collect_params().values())).data()
+    loop.step()
+    assert training.report(trainer)["all_cores"][0]["state"] == "one thread"
+    training.measure_cores(trainer)
+    choice = training.report(trainer)["all_cores"][0]
+    assert choice["state"] == "measuring" and choice["timed_steps"] == {
+        "one thread": 0, "all cores": 0}
+    for _ in range(wide_steps.WARM_STEPS + 1):
+        loop.step()
+    assert training.report(trainer)["all_cores"][0]["timed_steps"]["one thread"] == 1

@@ -61,6 +61,6 @@ Other optimizers, row_sparse parameters and float16 AdaGrad/RMSProp weights
 without multi_precision run MXNet's loop: `report(trainer)` says which steps ran
 fused and why the others did not, and a UserWarning says it once per reason.
 """
-from .fused_updater import fused_updates, report
+from .fused_updater import fused_updates, measure_cores, report
 
-__all__ = ["fused_updates", "report"]
+__all__ = ["fused_updates", "measure_cores", "report"]

@@ -190,6 +190,16 @@ def fused_updates(trainer, enabled=True, all_cores=None):
     return trainer
 
 
+def measure_cores(trainer):
+    """From the next `trainer.step` on, measure afresh whether its steps run faster on
+    every core (wide_steps.py), as after `fused_updates(trainer)`: for steps so far
+    timed among other work (a benchmark interleaving trainings) or under another
+    load of the machine. A choice set with `all_cores=` is replaced by the measured one."""
+    for updater in trainer._updaters:
+        if type(updater) is FusedUpdater:
+            updater._fusion.wide_steps.force(None)
+
+
 def report(trainer):
     """What fused_updates did on `trainer`: {"enabled", "fused_steps" (updater calls
     that ran fused), "loop_steps" ({reason: calls MXNet's loop ran}), "op_calls"

@@ -21,10 +21,11 @@ A wide region opens at a step's first graph run and ends at the update, once the
 gradients are made; the update's own kernels (MXNet's) are not widened. A step
 whose graphs do not run through the executor (a recursion engine's batches) is not
 timed, and a trainer with too few timed steps stays on one thread. Work done between
-the steps counts, as it does in the loop's speed; a loop interleaved with other
-training is best settled first (benchmarks/training_report.py runs the steps of a
-variant still measuring alone). `fused_updates(trainer, all_cores=True/False)` sets
-the choice instead of measuring it.
+the steps counts, as it does in the loop's speed: steps interleaved with other work
+(a benchmark alternating trainings) measure it too, and `measure_cores(trainer)`
+starts the measurement afresh (benchmarks/training_report.py, once its interleaved
+warm-up is done, runs a trainer's steps alone until it has chosen).
+`fused_updates(trainer, all_cores=True/False)` sets the choice instead of measuring it.
 """
 import statistics
 import time
@@ -82,7 +83,7 @@ class WideSteps:
         else:
             self.state, self.reason, self.steps = "measuring", None, 0
             self.times = {False: [], True: []}
-            self._previous_update = None
+            self._previous_update, self._wide_now = None, False
 
     def step_starts(self):
         if not self._graph_ran:
