@@ -147,7 +147,7 @@ def test_steps_on_every_core_train_as_trainer_step_as_written(narrow_engine):
     _train(written_net, written)
 
     net = build(Model)
-    net.hybridize(dynamic=True)
+    net.hybridize(dynamic=True, check_speed=False)     # every call on its graph, as --whole-step
     trainer = gluon_dyn.fused_updates(
         gluon.Trainer(net.collect_params(), "adam", options("adam")), all_cores=True)
     seen = []
@@ -170,7 +170,7 @@ def test_steps_on_every_core_train_as_trainer_step_as_written(narrow_engine):
 
 def test_a_trainer_switched_back_leaves_no_region_open(narrow_engine):
     net = build(Model)
-    net.hybridize(dynamic=True)
+    net.hybridize(dynamic=True, check_speed=False)     # every call on its graph, as --whole-step
     trainer = gluon_dyn.fused_updates(
         gluon.Trainer(net.collect_params(), "adam", options("adam")), all_cores=True)
     for step, (x, y, rows) in enumerate(batches(Model, steps=6)):
@@ -194,7 +194,7 @@ def test_a_choice_is_measured_afresh_when_asked(monkeypatch):
     """measure_cores: a trainer's choice (here set) is measured again from its next
     step; its weights' graphs start its steps again."""
     net = build(Model)
-    net.hybridize(dynamic=True)
+    net.hybridize(dynamic=True, check_speed=False)     # every call on its graph, as --whole-step
     trainer = gluon_dyn.fused_updates(
         gluon.Trainer(net.collect_params(), "adam", options("adam")), all_cores=False)
     loop = ScriptedLoop(monkeypatch, lambda wide: 0.0)
