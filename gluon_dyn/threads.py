@@ -94,14 +94,19 @@ class _SerialRegions:
         self.wide_end = ctypes.cast(library.gluon_dyn_wide_end, ctypes.c_void_p)
         # Read by the engine thread when a wide region begins: kept for the process.
         self.all_cores = ctypes.c_int(cores())
+        # Written (in name only) by every wide begin and end, so that the engine runs
+        # them in the order they were pushed: a step's begin, reading nothing, would
+        # otherwise run before the previous step's end, still waiting for its gradients.
+        self.wide_order = mx.nd.zeros((1,))
         self.context = _CPUContext(1, 0)
 
-    def push(self, function, reads=(), parameter=None):
+    def push(self, function, reads=(), parameter=None, writes=()):
         handles = (ctypes.c_void_p * len(reads))(*[array.handle.value for array in reads])
+        written = (ctypes.c_void_p * len(writes))(*[array.handle.value for array in writes])
         # pylint: disable=protected-access
         mx.base.check_call(mx.base._LIB.MXEnginePushSyncND(
             function, parameter, None, ctypes.byref(self.context), handles, len(reads),
-            None, 0, ctypes.byref(_NO_SKIP), 0, None))
+            written, len(writes), ctypes.byref(_NO_SKIP), 0, None))
 
 
 def _serial_regions():
@@ -191,7 +196,8 @@ def begin_all_cores():
     every core, until end_all_cores; no-op in an open region."""
     if not _WideRegion.open:
         _REGIONS.push(_REGIONS.wide_begin, (), ctypes.cast(ctypes.byref(_REGIONS.all_cores),
-                                                           ctypes.c_void_p))
+                                                           ctypes.c_void_p),
+                      (_REGIONS.wide_order,))
         _WideRegion.open = True
 
 
@@ -200,7 +206,7 @@ def end_all_cores(reads=()):
     `reads` have run (an engine function reading nothing runs as soon as the engine
     thread is free, ahead of operators still waiting for their inputs)."""
     if _WideRegion.open:
-        _REGIONS.push(_REGIONS.wide_end, reads)
+        _REGIONS.push(_REGIONS.wide_end, reads, writes=(_REGIONS.wide_order,))
         _WideRegion.open = False
 
 

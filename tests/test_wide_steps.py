@@ -63,6 +63,16 @@ def test_a_region_ends_after_the_operators_making_what_it_reads(narrow_engine):
     assert threads.engine_omp_threads() == narrow_engine
 
 
+def test_a_region_begun_while_the_last_one_waits_to_end_begins_after_it(narrow_engine):
+    # The next step's begin reads nothing, the previous step's end waits for its
+    # gradients: run in the order pushed, the new region is open once both ran.
+    threads.begin_all_cores()
+    slow = mx.nd.dot(mx.nd.ones((1500, 1500)), mx.nd.ones((1500, 1500)))
+    threads.end_all_cores([mx.nd.dot(slow, mx.nd.ones((1500, 10)))])
+    threads.begin_all_cores()
+    assert threads.engine_omp_threads() == threads.cores()
+
+
 @pytest.mark.parametrize("environ", [{"MXNET_OMP_MAX_THREADS": "1"}, {"OMP_NUM_THREADS": "2"}])
 def test_a_thread_count_the_user_set_is_kept(environ):
     assert not threads.all_cores_available(environ)

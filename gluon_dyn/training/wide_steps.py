@@ -38,9 +38,8 @@ BLOCK = 5
 ROUNDS = 3
 GAIN = 0.95     # a wide step must be 5% faster: below that, timing noise decides
 
-# id(weight NDArray) -> the WideSteps of the updater that updates it, for those still
-# measuring or chosen wide (the Fusion keeps the weights alive, so their ids stay
-# theirs while it lives).
+# id(weight NDArray) -> the WideSteps of the updater that updated it last, for those
+# still measuring or chosen wide.
 _by_weight = weakref.WeakValueDictionary()
 
 
@@ -68,6 +67,7 @@ class WideSteps:
         self._graph_ran = False         # in the current step
         self._wide_now = False          # the current step's wideness
         self._previous_update = None    # (when, the wideness of the step it ended)
+        self._registered = set()        # ids of weights in _by_weight
         self.state = "measuring"
         self.force(forced)
 
@@ -114,11 +114,18 @@ class WideSteps:
                 self._wide_now = timed >= 0 and (timed // BLOCK) % 2 == 1
         if self.state != "measuring":
             self._wide_now = self.state == "all cores"
-        for weight in weights:
-            if self.state in ("measuring", "all cores"):
-                _by_weight[id(weight)] = self
-            else:
-                _by_weight.pop(id(weight), None)
+        self._register({id(weight) for weight in weights}
+                       if self.state in ("measuring", "all cores") else set())
+
+    def _register(self, ids):
+        """The weights whose graphs start this updater's steps are those of `ids` (the
+        weights of its latest update: a parameter's replaced array leaves)."""
+        for stale in self._registered - ids:
+            if _by_weight.get(stale) is self:
+                del _by_weight[stale]
+        for key in ids:
+            _by_weight[key] = self
+        self._registered = ids
 
     def _choose(self):
         narrow, wide = self.times[False], self.times[True]
@@ -134,8 +141,7 @@ class WideSteps:
     def withdraw(self):
         """The updater stops updating (fused_updates(trainer, False)): no region opens
         for its weights, and an open one ends."""
-        for key in [key for key, steps in _by_weight.items() if steps is self]:
-            del _by_weight[key]
+        self._register(set())
         self._graph_ran = False
         threads.end_all_cores()
 
