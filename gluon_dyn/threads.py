@@ -102,7 +102,8 @@ class _SerialRegions:
 
     def push(self, function, reads=(), parameter=None, writes=()):
         handles = (ctypes.c_void_p * len(reads))(*[array.handle.value for array in reads])
-        written = (ctypes.c_void_p * len(writes))(*[array.handle.value for array in writes])
+        written = (ctypes.c_void_p * len(writes))(*[array.handle.value for array in writes]) \
+            if writes else None      # serial regions push none, once per recursion call
         # pylint: disable=protected-access
         mx.base.check_call(mx.base._LIB.MXEnginePushSyncND(
             function, parameter, None, ctypes.byref(self.context), handles, len(reads),

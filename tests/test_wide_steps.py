@@ -95,7 +95,8 @@ class ScriptedLoop:
         """One step: its graph (if any), its time, its update; whether it ran wide."""
         before = len(self.regions)
         if self.graphs:
-            wide_steps.graph_runs([mx.nd.ones((1,)), self.weight])
+            with autograd.record():      # as the executor calls it for a recorded run
+                wide_steps.graph_runs([mx.nd.ones((1,)), self.weight])
         wide = len(self.regions) > before
         self.now += self.seconds(wide)
         self.steps.update_begins([])
@@ -116,6 +117,12 @@ def test_wide_steps_are_chosen_where_the_loop_measured_them_faster(monkeypatch):
     # each step after a change is not timed; the first narrow one follows narrow steps
     assert report["timed_steps"] == {"one thread": 13, "all cores": 12}
     assert all(loop.step() for _ in range(3))
+    # an inference run of a graph reading the weights starts no step
+    before = len(loop.regions)
+    loop.steps.update_begins([])
+    loop.steps.update_ends([loop.weight])
+    wide_steps.graph_runs([loop.weight])
+    assert len(loop.regions) == before
 
 
 @pytest.mark.parametrize("wide_seconds", [0.010, 0.0097])

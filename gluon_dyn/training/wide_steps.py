@@ -31,6 +31,8 @@ import statistics
 import time
 import weakref
 
+from mxnet import autograd
+
 from .. import threads
 
 WARM_STEPS = 4
@@ -44,9 +46,10 @@ _by_weight = weakref.WeakValueDictionary()
 
 
 def graph_runs(inputs):
-    """A recorded graph is about to run on `inputs`: the step of each trainer updating
-    one of them starts, if it had not."""
-    if not _by_weight:
+    """A graph is about to run on `inputs`: if autograd records it, the step of each
+    trainer updating one of them starts, if it had not. Cheapest where no trainer
+    measures or chose every core (every graph run calls it)."""
+    if not _by_weight or not autograd.is_recording():
         return
     started = set()
     for array in inputs:

@@ -121,8 +121,7 @@ class GraphExecutor:
         inputs = self._inputs(args, _StateAttributes(block) if self._reads_state else None)
         plan = self.tvm.plan_for(self, inputs) if self.tvm is not None else None
         states = random_states.saved() if capture.guards and self._draws_random() else None
-        if autograd.is_recording():
-            wide_steps.graph_runs(inputs)
+        wide_steps.graph_runs(inputs)
         results = plan(*inputs) if plan is not None else self._cached_op(inputs)(*inputs)
         results = list(results) if isinstance(results, (list, tuple)) else [results]
         if self._waits:
