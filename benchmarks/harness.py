@@ -453,6 +453,13 @@ class TorchProcess:
         self._connection.send(("run", variant, token))
         return self._reply()
 
+    def run_each(self, variant, each):
+        """Calls of `variant` one after the other, on the arguments in `each`, each
+        prepared in the worker right before its call: ([outputs of each call],
+        milliseconds of the calls in the worker)."""
+        self._connection.send(("run_each", variant, [self.encode(a) for a in each]))
+        return self._reply()
+
     def compiler_report(self):
         """What torch.compile did in the worker so far (torch_worker.compiler_report)."""
         self._connection.send(("compiler_report",))

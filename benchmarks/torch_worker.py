@@ -14,6 +14,10 @@ the worker ends. Requests:
   tensors) and kept under a new token, the reply's value; a token serves one run;
 - ("run", variant, token): one call ("pytorch eager" or "torch.compile") on the token's
   arguments; the value is (outputs as numpy arrays, milliseconds of the call here);
+- ("run_each", variant, [arguments, ...]): calls one after the other, each on its
+  arguments prepared right before it (a training step's seeds: trainkit's loop seeds
+  each step before it runs); the value is ([outputs of each], milliseconds of the
+  calls, their preparation left out);
 - ("compiler_report",): what torch.compile did so far (compiler_report below);
 - ("close",): the worker ends without a reply.
 """
@@ -93,6 +97,15 @@ def _programs(torch, built, mode):
                   "torch.compile": lambda: around(torch.compile(forward))}), prepare
 
 
+def _timed(program, arguments):
+    """(outputs as numpy arrays, milliseconds) of program(*arguments): PyTorch on the
+    CPU has finished its work when the call returns."""
+    start = time.perf_counter()
+    out = program(*arguments)
+    ms = (time.perf_counter() - start) * 1000
+    return _as_numpy(out), ms
+
+
 class _Lazy(dict):
     """Programs made on first use, from {name: function making it}."""
 
@@ -130,12 +143,17 @@ def serve(connection, builder, arguments, mode, threads):
             if request[0] == "compiler_report":
                 connection.send(("ok", compiler_report(torch)))
                 continue
+            if request[0] == "run_each":
+                _, variant, each = request
+                outputs, ms = [], 0.0
+                for arguments in each:
+                    out, call_ms = _timed(programs[variant], prepare(arguments))
+                    outputs.append(out)
+                    ms += call_ms
+                connection.send(("ok", (outputs, ms)))
+                continue
             _, variant, token = request
-            program, call_arguments = programs[variant], prepared.pop(token)
-            start = time.perf_counter()
-            out = program(*call_arguments)
-            ms = (time.perf_counter() - start) * 1000
-            connection.send(("ok", (_as_numpy(out), ms)))
+            connection.send(("ok", _timed(programs[variant], prepared.pop(token))))
     except EOFError:   # the parent ended
         return
     except Exception:  # pylint: disable=broad-except

@@ -8,10 +8,10 @@ its own, all from the same parameter values on the same batches. First the PyTor
 versions are checked to train to the script's losses (training_twins.check_twins:
 4 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
 failure stops the report); then the variants' steps run interleaved (each round starts
-one variant later, each timed step right after an untimed one of its own variant), the
-MXNet ones checked to compute the imperative losses over the warm-up steps; throughput
-is the median over steps of samples per second, an MXNet step timed until MXNet
-finished it, a PyTorch one inside its worker. Inference compares
+one variant later; each variant's timed run of RUN_STEPS steps follows an untimed step
+of its own), the MXNet ones checked to compute the imperative losses over the warm-up
+steps; throughput is the median over runs of samples per second, an MXNet run timed
+until MXNet finished its last step, a PyTorch one inside its worker. Inference compares
 imperative, dynamic and dynamic with backend="tvm" on fresh inputs (outputs checked
 against the imperative ones). The Horovod scale factor runs a script with 1 and with 2
 workers on 127.0.0.1 (each worker keeps its batch: JANUS's weak scaling). Writes
@@ -46,18 +46,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # label, script, extra flags, JANUS's speed-up over imperative (Table 3.4),
-# warm-up steps, timed steps per variant
+# warm-up steps, timed runs of RUN_STEPS steps per variant
 WORKLOADS = [
-    ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 40),
-    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 40),
+    ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 12),
+    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 12),
     # Tree models: 12 warm-up steps, in which the whole step's first steps run their
     # calls one by one (profiled), then as batches (batch_calls=True) profiled too, and
-    # the recursion engine builds the programs of the schedules that recur; 12 timed
-    # steps, as each step's 25 trees take from 15 to 30 ms whole.
-    ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 12, 12),
-    ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 12, 12),
-    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 30),
-    ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 40),
+    # the recursion engine builds the programs of the schedules that recur; 5 timed
+    # runs, as each step's 25 trees take from 15 to 30 ms whole.
+    ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 12, 5),
+    ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 12, 5),
+    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 10),
+    ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 12),
 ]
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
 # gluon_dyn's backend in a workload's training variants where it is not MXNet's: a
@@ -76,6 +76,11 @@ DYNAMIC = MXNET_VARIANTS[1][0]
 WHOLE_STEP = MXNET_VARIANTS[2][0]
 TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
 SETTLING_STEPS = 80
+# Steps in a timed run: a loop's steps overlap (MXNet queues a step's backward and
+# update and runs them while Python makes the next step), so a run of steps, timed
+# until MXNet finished the last, measures what a training loop gets; one step timed
+# from an idle engine to its end measured its latency instead.
+RUN_STEPS = 4
 
 
 def short_name(label):
@@ -118,19 +123,21 @@ def what_it_ran(training):
     return "; ".join(notes)
 
 
-def interleaved(variants, warmup, timed, checked, measuring=None):
-    """Median samples/s of each variant, a function index -> (value, samples, seconds).
-    Warm-up steps 0..warmup-1 also check that the variants named in `checked` compute
-    what checked[0] does; then each variant named in `measuring` ({name: a function
-    starting a measurement afresh and returning a function saying whether it still
-    measures}) takes steps of its own until it has chosen (at most SETTLING_STEPS:
-    the fused trainers' choice of cores, wide_steps.py, times the loop's steps, here
-    not interleaved with the other variants'); timed steps run in rotated order (harness.rotated),
-    each right after untimed steps of its own variant (harness.SETTLING_CALLS), each
-    variant's run of steps once the machine is idle (harness.settle)."""
+def interleaved(variants, warmup, rounds, checked, measuring=None):
+    """Median samples/s of each variant, a function indices -> (values, samples,
+    seconds) of steps run one after the other. Warm-up steps 0..warmup-1, one at a
+    time, also check that the variants named in `checked` compute what checked[0]
+    does; then each variant named in `measuring` ({name: a function starting a
+    measurement afresh and returning a function saying whether it still measures})
+    takes steps of its own until it has chosen (at most SETTLING_STEPS: the fused
+    trainers' choice of cores, wide_steps.py, times the loop's steps, here not
+    interleaved with the other variants'). Then `rounds` rounds in rotated order
+    (harness.rotated): each variant, once the machine is idle (harness.settle), takes
+    untimed steps of its own (harness.SETTLING_CALLS), then a timed run of RUN_STEPS
+    steps, as a training loop runs them."""
     names = list(variants)
     for index in range(warmup):
-        values = {name: variants[name](index)[0] for name in names}
+        values = {name: variants[name]([index])[0][0] for name in names}
         for name in checked[1:]:
             np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
                                        err_msg="%s disagrees with %s" % (name, checked[0]))
@@ -140,14 +147,16 @@ def interleaved(variants, warmup, timed, checked, measuring=None):
         for index in range(warmup, warmup + SETTLING_STEPS):
             if not still_measuring():
                 break
-            variants[name](index)
-    rates, run = {name: [] for name in names}, harness.SETTLING_CALLS + 1
-    for k in range(timed):
+            variants[name]([index])
+    rates, per_round = {name: [] for name in names}, harness.SETTLING_CALLS + RUN_STEPS
+    for k in range(rounds):
+        start = warmup + k * per_round
         for name in harness.rotated(names, k):
             harness.settle()
-            for index in range(warmup + k * run, warmup + (k + 1) * run):
-                _, samples, seconds = variants[name](index)
-            rates[name].append(samples / seconds)     # the last of its run
+            variants[name](range(start, start + harness.SETTLING_CALLS))
+            _, samples, seconds = variants[name](range(start + harness.SETTLING_CALLS,
+                                                       start + per_round))
+            rates[name].append(samples / seconds)
     return {name: statistics.median(values) for name, values in rates.items()}
 
 
@@ -180,7 +189,7 @@ def mxnet_trainings(script, flags, variants=MXNET_VARIANTS, backend=None):
     return trainings
 
 
-def measure_training(label, script, flags, warmup, timed):
+def measure_training(label, script, flags, warmup, rounds):
     """(samples/s by variant, what gluon_dyn ran, the PyTorch check's results, what
     torch.compile did) of one workload."""
     checks = training_twins.check_twins(script, flags) if harness.torch_installed() else {}
@@ -196,7 +205,7 @@ def measure_training(label, script, flags, warmup, timed):
                     training_twins.torch_process(script, twin, (name,)))
                 variants[TORCH_TITLES[name]] = training_twins.torch_steps(
                     processes[name], name, trainings[REFERENCE].args)
-        rates = interleaved(variants, warmup, timed, [title for title, _ in MXNET_VARIANTS],
+        rates = interleaved(variants, warmup, rounds, [title for title, _ in MXNET_VARIANTS],
                             {WHOLE_STEP: lambda: cores_measured(trainings[WHOLE_STEP])})
         if "torch.compile" in processes:
             compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
@@ -206,13 +215,13 @@ def measure_training(label, script, flags, warmup, timed):
         what_it_ran(trainings[DYNAMIC]), what_it_ran(trainings[WHOLE_STEP])), checks, compiled
 
 
-def measure_inference(label, script, flags, warmup, timed):
+def measure_inference(label, script, flags, warmup, rounds):
     trainings = mxnet_trainings(script, flags, MXNET_VARIANTS[:2])
     trainings["tvm"] = build(script, flags + ["--dynamic", "--backend", "tvm"])
     share_values(trainings[REFERENCE], trainings["tvm"])
     variants = {title: mxnet_steps(training, infer_call)
                 for title, training in trainings.items()}
-    rates = interleaved(variants, max(warmup, 24), max(timed, 40), list(variants))
+    rates = interleaved(variants, max(warmup, 24), max(rounds, 10), list(variants))
     print("inference %-38s imperative %9.1f  dynamic %9.1f  tvm %9.1f samples/s"
           % (label, rates[REFERENCE], rates[DYNAMIC], rates["tvm"]), flush=True)
     return rates, what_it_ran(trainings["tvm"])
@@ -355,21 +364,24 @@ def write(out, training, inference, scaling, args, load):
         "with `--whole-step` (those graphs, and each trainer's update of all parameters as a few "
         "fused MXNet calls: `gluon_dyn.fused_updates`) "
         "and as its PyTorch version, eager and with `torch.compile`; steps interleaved (each "
-        "round starts one variant later; each timed step right after an untimed one of its "
-        "own variant), the MXNet variants checked to compute the same losses "
-        "over the warm-up steps, medians over steps of samples per second (an MXNet step is "
-        "timed until MXNet finished it, a PyTorch step inside its worker). MXNet's operators "
+        "round starts one variant later; each variant's timed run of %d steps, one after the "
+        "other as a training loop runs them, follows an untimed step of its own), the MXNet "
+        "variants checked to compute the same losses over the warm-up steps, medians over "
+        "runs of samples per second (an MXNet run is timed until MXNet finished its last "
+        "step, so a step's queued backward and update overlap the next step's Python as in "
+        "a loop; a PyTorch run inside its worker). MXNet's operators "
         "use %s, PyTorch %d threads. JANUS's speed-ups are from the seeds' Table 3.4 "
         "(TensorFlow 1.8 on a TITAN Xp GPU or a 36-core CPU): compare ratios, not "
         "samples/s." % (harness.command_line(), cpu_name(), os.cpu_count(), load[0],
-                        os.getloadavg()[0], mxnet_threads(), harness.cores()),
+                        os.getloadavg()[0], RUN_STEPS, mxnet_threads(), harness.cores()),
         "",
         "## Training",
         "",
     ] + training_section(training)
     lines += ["## Inference", "",
-              "One inference call on fresh inputs (LeNet and GAN: a batch; the LM: a 35 x 20 "
-              "window; trees: one tree; CartPole: 20 decisions).", "",
+              "Runs of %d inference calls on fresh inputs, each read at once (LeNet and GAN: "
+              "a batch; the LM: a 35 x 20 window; trees: one tree; CartPole: 20 decisions)."
+              % RUN_STEPS, "",
               "| workload | imperative samples/s | dynamic samples/s | dynamic, backend=\"tvm\" samples/s "
               "| dynamic speed-up | tvm speed-up | what the tvm variant ran |",
               "|---|---|---|---|---|---|---|"]
@@ -405,8 +417,8 @@ def mxnet_threads():
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
-    parser.add_argument("--timed-scale", type=float, default=1.0,
-                        help="multiply every workload's timed steps (fewer for a quick look)")
+    parser.add_argument("--rounds-scale", type=float, default=1.0,
+                        help="multiply every workload's timed runs (fewer for a quick look)")
     parser.add_argument("--repeats", type=int, default=2, help="Horovod runs per worker count")
     parser.add_argument("--only", type=lambda names: [option_name(n) for n in names.split(",")],
                         help="a look at some workloads (names as in the plots, comma-separated: "
@@ -415,15 +427,15 @@ def main():
     args = parser.parse_args()
     load = os.getloadavg()
     training, inference = {}, {}
-    for label, script, flags, _, warmup, timed in WORKLOADS:
+    for label, script, flags, _, warmup, rounds in WORKLOADS:
         if args.only and option_name(short_name(label)) not in args.only:
             continue
-        timed = max(2, int(timed * args.timed_scale))
-        training[label] = measure_training(label, script, flags, warmup, timed)
+        rounds = max(2, int(rounds * args.rounds_scale))
+        training[label] = measure_training(label, script, flags, warmup, rounds)
         if args.only:
             print("          %s: %s" % (short_name(label), training[label][1]), flush=True)
             continue
-        inference[label] = measure_inference(label, script, flags, warmup, timed)
+        inference[label] = measure_inference(label, script, flags, warmup, rounds)
     if args.only:
         return
     scaling = {}

@@ -153,39 +153,48 @@ def torch_process(script, twin, variants):
 
 
 def mxnet_steps(training, run=None):
-    """A variant in this process: `index` -> (value, samples, seconds) of
-    `run(training, index, rng)` (default: a training step, its value the sum of the
-    per-sample losses), seeded as trainkit's loop seeds step `index`, timed until MXNet
-    finished."""
+    """A variant in this process: `indices` -> (values, samples, seconds) of
+    `run(training, index, rng)` for each index in turn (default: a training step, its
+    value the sum of the per-sample losses), each seeded as trainkit's loop seeds step
+    `index`; timed from an idle engine until MXNet finished the last, as a loop's
+    steps run: each step's queued work overlaps the Python of the next. The steps'
+    RandomStates are made before the timing starts (180 us each, the loop's cost, not
+    MXNet's)."""
     run = run or (lambda training, index, rng: training.step(index, rng))
 
-    def call(index):
-        seed = step_seed(training.args, index, 0)
-        mx.random.seed(seed)
-        rng = np.random.RandomState(seed)
+    def call(indices):
+        seeds = [step_seed(training.args, index, 0) for index in indices]
+        rngs = [np.random.RandomState(seed) for seed in seeds]
+        values, samples = [], 0
         mx.nd.waitall()
         start = time.perf_counter()
-        value, samples = run(training, index, rng)
+        for index, seed, rng in zip(indices, seeds, rngs):
+            mx.random.seed(seed)
+            value, count = run(training, index, rng)
+            values.append(value)
+            samples += count
         mx.nd.waitall()
-        return value, samples, time.perf_counter() - start
+        return values, samples, time.perf_counter() - start
     return call
 
 
 def torch_steps(process, variant, args):
-    """A PyTorch variant: `index` -> (sum of the per-sample losses, samples, seconds in
-    the worker) of step `index` of `variant` in `process`, seeded as the script's."""
-    def call(index):
-        token = process.prepare((index, step_seed(args, index, 0)))
-        (loss, samples), ms = process.run(variant, *token)
-        return float(loss), int(samples), ms / 1000
+    """A PyTorch variant: `indices` -> (sums of the per-sample losses, samples, seconds
+    in the worker) of those steps of `variant` in `process`, one after the other, each
+    seeded as the script's right before it (its seeding not timed)."""
+    def call(indices):
+        outputs, ms = process.run_each(variant, [(index, step_seed(args, index, 0))
+                                                 for index in indices])
+        return ([float(loss) for loss, _ in outputs], sum(int(samples) for _, samples in outputs),
+                ms / 1000)
     return call
 
 
-def per_sample_losses(step, steps):
+def per_sample_losses(steps_of, steps):
     """The per-sample loss of each of the first `steps` steps of a variant."""
     losses = []
     for index in range(steps):
-        loss, samples, _ = step(index)
+        (loss,), samples, _ = steps_of([index])
         losses.append(loss / samples)
     return np.array(losses)
 

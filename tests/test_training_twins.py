@@ -77,25 +77,28 @@ class FakeSteps:
     def __init__(self, name, log, loss=1.0):
         self.name, self.log, self.loss = name, log, loss
 
-    def __call__(self, index):
-        self.log.append((self.name, index))
-        return self.loss + index, 10, 0.5
+    def __call__(self, indices):
+        self.log.extend((self.name, index) for index in indices)
+        return [self.loss + index for index in indices], 10 * len(indices), 0.5 * len(indices)
 
 
 def test_report_steps_are_interleaved_and_mxnet_variants_checked():
     log = []
     variants = {name: FakeSteps(name, log) for name in "ABC"}
-    rates = training_report.interleaved(variants, warmup=2, timed=3, checked=["A", "B"])
+    rates = training_report.interleaved(variants, warmup=2, rounds=3, checked=["A", "B"])
     assert rates == {name: 20.0 for name in "ABC"}
-    # each timed step (3, 5, 7) right after an untimed one of its variant (2, 4, 6)
+    # each timed run (steps 3-6, 8-11, 13-16) right after an untimed step of its
+    # variant (2, 7, 12)
+    per_round = 1 + training_report.RUN_STEPS
+    assert per_round == 5
     assert log == [(name, index) for index in range(2) for name in "ABC"] + \
-        [(name, index) for first, order in ((2, "ABC"), (4, "BCA"), (6, "CAB"))
-         for name in order for index in (first, first + 1)]
+        [(name, index) for first, order in ((2, "ABC"), (7, "BCA"), (12, "CAB"))
+         for name in order for index in range(first, first + per_round)]
     # a checked variant computing other losses stops the report; an unchecked one does not
     variants["B"].loss = variants["C"].loss = 2.0
     with pytest.raises(AssertionError, match="B disagrees with A"):
-        training_report.interleaved(variants, warmup=1, timed=1, checked=["A", "B"])
-    assert training_report.interleaved(variants, warmup=1, timed=1, checked=["A"])
+        training_report.interleaved(variants, warmup=1, rounds=1, checked=["A", "B"])
+    assert training_report.interleaved(variants, warmup=1, rounds=1, checked=["A"])
 
 
 @pytest.mark.parametrize("name", ["lenet", "treernn"])      # Adam, AdaGrad
@@ -110,10 +113,11 @@ def test_report_checks_the_whole_step_against_imperative(name, monkeypatch):
     assert training_report.WHOLE_STEP in rates and not checks
     trainer_name = {"lenet": "lenet", "treernn": "model"}[name]
     # 3 warm-up steps, the whole step's own until its trainer chose its cores
-    # (measured afresh), 2 timed ones each after an untimed one
+    # (measured afresh), 2 timed runs each after an untimed step
     choice = wide_steps.WARM_STEPS + 2 * wide_steps.BLOCK * wide_steps.ROUNDS \
         if threads.all_cores_available() else 0
-    assert "Whole step: updates fused: %s %d" % (trainer_name, 3 + choice + 4) in note, note
+    steps = 3 + choice + 2 * (1 + training_report.RUN_STEPS)
+    assert "Whole step: updates fused: %s %d" % (trainer_name, steps) in note, note
     trainer = Workers.trainer
 
     def fused_trainer_off(self, params, optimizer, options, prefix=""):
