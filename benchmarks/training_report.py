@@ -29,6 +29,7 @@ import tempfile
 import numpy as np
 
 import gluon_dyn
+from gluon_dyn.measure import FIRST_RECHECK
 
 import harness
 import training_twins
@@ -48,16 +49,16 @@ ROOT = os.path.dirname(HERE)
 # label, script, extra flags, JANUS's speed-up over imperative (Table 3.4),
 # warm-up steps, timed runs of RUN_STEPS steps per variant
 WORKLOADS = [
-    ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 12),
-    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 12),
+    ("LeNet (digits 8x8, batch 50)", lenet, [], 3.25, 20, 40),
+    ("LSTM LM (stdlib text, batch 20)", lstm_lm, [], 8.03, 8, 20),
     # Tree models: 12 warm-up steps, in which the whole step's first steps run their
     # calls one by one (profiled), then as batches (batch_calls=True) profiled too, and
     # the recursion engine builds the programs of the schedules that recur; 5 timed
     # runs, as each step's 25 trees take from 15 to 30 ms whole.
     ("TreeRNN (generated trees, batch 25)", tree_sentiment, ["--cell", "rnn"], 47.6, 12, 5),
     ("TreeLSTM (generated trees, batch 25)", tree_sentiment, ["--cell", "lstm"], 18.4, 12, 5),
-    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 10),
-    ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 12),
+    ("REINFORCE (CartPole, 20 envs, decisions on TVM)", cartpole, [], 5.13, 4, 20),
+    ("GAN (digits 8x8, batch 128)", gan, [], 2.61, 20, 40),
 ]
 SCALING = [("LeNet", lenet, 50, 60), ("LSTM LM", lstm_lm, 20, 30)]   # per-worker batch, steps
 # gluon_dyn's backend in a workload's training variants where it is not MXNet's: a
@@ -75,7 +76,7 @@ REFERENCE = MXNET_VARIANTS[0][0]
 DYNAMIC = MXNET_VARIANTS[1][0]
 WHOLE_STEP = MXNET_VARIANTS[2][0]
 TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
-SETTLING_STEPS = 80
+SETTLING_STEPS = 120
 # Steps in a timed run: a loop's steps overlap (MXNet queues a step's backward and
 # update and runs them while Python makes the next step), so a run of steps, timed
 # until MXNet finished the last, measures what a training loop gets; one step timed
@@ -129,9 +130,10 @@ def interleaved(variants, warmup, rounds, checked, measuring=None):
     time, also check that the variants named in `checked` compute what checked[0]
     does; then each variant named in `measuring` ({name: a function starting a
     measurement afresh and returning a function saying whether it still measures})
-    takes steps of its own until it has chosen (at most SETTLING_STEPS: the fused
-    trainers' choice of cores, wide_steps.py, times the loop's steps, here not
-    interleaved with the other variants'). Then `rounds` rounds in rotated order
+    takes steps of its own until it has chosen (at most SETTLING_STEPS; choices that
+    time the loop's own steps, here not interleaved with the other variants': the
+    fused trainers' choice of cores, wide_steps.py, and the speed checks' first
+    measurements). Then `rounds` rounds in rotated order
     (harness.rotated): each variant, once the machine is idle (harness.settle), takes
     untimed steps of its own (harness.SETTLING_CALLS), then a timed run of RUN_STEPS
     steps, as a training loop runs them."""
@@ -170,6 +172,22 @@ def cores_measured(training):
                        for choice in gluon_dyn.training.report(trainer)["all_cores"])
 
 
+def speed_checks_settling(training):
+    """A function saying whether a block of `training` still has its speed check's
+    first measurements ahead: measuring now, or its first scheduled re-check
+    (measure.FIRST_RECHECK calls) not yet made. A re-check measures the forward as
+    written against the graph, call by call, over a few steps: once early in a run,
+    then after 10 times as many calls; timed runs measure what follows."""
+    def settling():
+        for block in training.blocks.values():
+            check = gluon_dyn.hybridize.report(block)["speed_check"]
+            if check["state"] != "off" and (check["state"].startswith("measuring")
+                                            or check["calls"] <= FIRST_RECHECK):
+                return True
+        return False
+    return settling
+
+
 def infer_call(training, index, rng):
     from mxnet import autograd
     with autograd.predict_mode():
@@ -206,7 +224,8 @@ def measure_training(label, script, flags, warmup, rounds):
                 variants[TORCH_TITLES[name]] = training_twins.torch_steps(
                     processes[name], name, trainings[REFERENCE].args)
         rates = interleaved(variants, warmup, rounds, [title for title, _ in MXNET_VARIANTS],
-                            {WHOLE_STEP: lambda: cores_measured(trainings[WHOLE_STEP])})
+                            {DYNAMIC: lambda: speed_checks_settling(trainings[DYNAMIC]),
+                             WHOLE_STEP: lambda: cores_measured(trainings[WHOLE_STEP])})
         if "torch.compile" in processes:
             compiled = training_twins.compile_note(processes["torch.compile"].compiler_report())
     print("training  %-38s %s" % (label, "  ".join(

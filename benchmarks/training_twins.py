@@ -155,21 +155,24 @@ def torch_process(script, twin, variants):
 def mxnet_steps(training, run=None):
     """A variant in this process: `indices` -> (values, samples, seconds) of
     `run(training, index, rng)` for each index in turn (default: a training step, its
-    value the sum of the per-sample losses), each seeded as trainkit's loop seeds step
-    `index`; timed from an idle engine until MXNet finished the last, as a loop's
-    steps run: each step's queued work overlaps the Python of the next. The steps'
-    RandomStates are made before the timing starts (180 us each, the loop's cost, not
-    MXNet's)."""
+    value the sum of the per-sample losses), timed from an idle engine until MXNet
+    finished the last, as a loop's steps run: each step's queued work overlaps the
+    Python of the next. Seeded before the timing starts, as trainkit's loop seeds
+    step `index`: each step's NumPy RandomState (180 us each), MXNet's generator for
+    the first step only. trainkit's loop seeds MXNet's at every step, so that a
+    resumed run draws what the uninterrupted one drew; that seeding runs on MXNet's
+    engine (its 1024 parallel generators: 1.3 ms a call here), a cost
+    of the scripts' exact resumption, not of a way to run them."""
     run = run or (lambda training, index, rng: training.step(index, rng))
 
     def call(indices):
         seeds = [step_seed(training.args, index, 0) for index in indices]
         rngs = [np.random.RandomState(seed) for seed in seeds]
         values, samples = [], 0
+        mx.random.seed(seeds[0])
         mx.nd.waitall()
         start = time.perf_counter()
-        for index, seed, rng in zip(indices, seeds, rngs):
-            mx.random.seed(seed)
+        for index, rng in zip(indices, rngs):
             value, count = run(training, index, rng)
             values.append(value)
             samples += count
