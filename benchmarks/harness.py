@@ -366,8 +366,9 @@ def _main_script_hidden():
 
 
 def _running_threads(pid, skip):
-    """The threads of process `pid` on a CPU or waiting for one (state R), but those
-    in `skip`; empty where /proc cannot say (the process ended, not Linux)."""
+    """The threads of process `pid` on a CPU or waiting for one (state R), or in an
+    uninterruptible wait they will run on from (D: a page fault, a disk read), but
+    those in `skip`; empty where /proc cannot say (the process ended, not Linux)."""
     running = []
     try:
         threads = os.listdir("/proc/%d/task" % pid)
@@ -379,7 +380,7 @@ def _running_threads(pid, skip):
                 state = stat.read().rpartition(")")[2].split()[0]
         except (OSError, IndexError):
             continue    # the thread ended meanwhile
-        if state == "R" and int(tid) not in skip:
+        if state in ("R", "D") and int(tid) not in skip:
             running.append(int(tid))
     return running
 
