@@ -128,9 +128,10 @@ def interleaved(variants, warmup, rounds, checked, measuring=None):
     """Median samples/s of each variant, a function indices -> (values, samples,
     seconds) of steps run one after the other. Warm-up steps 0..warmup-1, one at a
     time, also check that the variants named in `checked` compute what checked[0]
-    does; then each variant named in `measuring` ({name: a function starting a
-    measurement afresh and returning a function saying whether it still measures})
-    takes steps of its own until it has chosen (at most SETTLING_STEPS; choices that
+    does; then each variant named in `measuring` ({name: a function, called once,
+    that may start a measurement afresh and returns a function saying whether it
+    still measures}) takes steps of its own until it has chosen (at most
+    SETTLING_STEPS; choices that
     time the loop's own steps, here not interleaved with the other variants': the
     fused trainers' choice of cores, wide_steps.py, and the speed checks' first
     measurements). Then `rounds` rounds in rotated order
