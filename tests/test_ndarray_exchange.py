@@ -1,16 +1,25 @@
 """MXNet arrays handed to TVM and TVM's results handed back in one C call each
 (tvm_bridge/ndarray_exchange.py): the views share the arrays' memory once their
 pending writes are done, misaligned memory and arrays off the CPU are told apart, and
-the results are NDArrays sharing TVM's memory, which they keep alive."""
+the results are NDArrays sharing TVM's memory, which they keep alive. A whole call of
+a TVM function in one C call (tvm_caller) passes views and prepared values, gives
+NDArrays sharing its results' memory, keeps no reference, and declines (None) the
+calls its caller's own path is to make."""
+import ctypes
 import gc
 
 import mxnet as mx
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 
 from engine_work import LOG, hold_the_engine
+from gluon_dyn import native
 from tvm_bridge import ndarray_exchange, runtime
+
+MAKE_ARRAY = tvm_ffi.get_global_func("ffi.Array")   # its arguments, as an Array
+IDENTITY = tvm_ffi.convert(lambda tensor: tensor)
 
 
 def test_an_aligned_array_is_viewed_where_its_memory_is():
@@ -71,3 +80,72 @@ def test_a_library_that_takes_shared_memory_for_the_cpu_is_not_used():
     assert ndarray_exchange._views_rightly(ndarray_exchange.cpu_view)
     assert not ndarray_exchange._views_rightly(viewing_everything)
     assert runtime.ndarray_cpu_view is ndarray_exchange.cpu_view   # tvm_bridge installed it
+
+
+def strong_references(tvm_object):
+    """The count of strong references TVM holds to `tvm_object` (TVMFFIObject's header)."""
+    return ctypes.c_uint64.from_address(tvm_object.__chandle__()).value & 0xFFFFFFFF
+
+
+def test_a_whole_call_passes_views_and_prepared_values_and_gives_arrays_sharing_its_results():
+    data, parameter = mx.nd.arange(4), mx.nd.ones((2,))
+    prepared = tvm.runtime.tensor(np.arange(3, dtype=np.float32))
+    call = ndarray_exchange.tvm_caller(MAKE_ARRAY, [parameter],
+                                       native.ndarray_versions([parameter]), [prepared], 2, True)
+    viewed, passed = call([data])
+    assert isinstance(viewed, mx.nd.NDArray) and isinstance(passed, mx.nd.NDArray)
+    assert ndarray_exchange.cpu_view(viewed, 1)[0] == ndarray_exchange.cpu_view(data, 1)[0]
+    assert ndarray_exchange.cpu_view(passed, 1)[0] == prepared.data_ptr()
+    np.testing.assert_array_equal(passed.asnumpy(), [0, 1, 2])
+    single = ndarray_exchange.tvm_caller(IDENTITY, [], (), [], 1, False)([data])
+    assert isinstance(single, mx.nd.NDArray)
+    data[:] = 5
+    np.testing.assert_array_equal(single.asnumpy(), [5] * 4)
+
+
+def test_a_whole_call_keeps_no_reference_to_what_it_passed_or_made():
+    prepared = tvm.runtime.tensor(np.arange(3, dtype=np.float32))
+    before = strong_references(prepared)
+    call = ndarray_exchange.tvm_caller(MAKE_ARRAY, [], (), [prepared], 2, True)
+    results = [call([mx.nd.arange(4)]) for _ in range(20)]
+    assert strong_references(prepared) == before + 20      # one per array made of it
+    del results
+    gc.collect()
+    assert strong_references(prepared) == before
+
+
+def test_a_whole_call_is_declined_where_the_callers_own_path_is_to_make_it():
+    data, parameter = mx.nd.arange(17), mx.nd.ones((2,))
+    version = native.ndarray_versions([parameter])
+
+    def declined(function, data, num_results=1, returns_tuple=False):
+        return ndarray_exchange.tvm_caller(function, [parameter], version, [], num_results,
+                                           returns_tuple)([data]) is None
+
+    def raising(_):
+        raise ValueError("raised in TVM")
+
+    assert not declined(IDENTITY, data)
+    assert declined(IDENTITY, data[1:])                                  # misaligned
+    assert declined(IDENTITY, data.as_in_context(mx.Context("cpu_shared", 0)))
+    assert declined(tvm_ffi.convert(raising), data)
+    assert declined(tvm_ffi.convert(lambda _: 3), data)                  # not a tensor
+    assert declined(MAKE_ARRAY, data, num_results=2, returns_tuple=True)  # one, not two
+    assert not declined(MAKE_ARRAY, data, num_results=1, returns_tuple=True)
+    parameter[:] = 2                                       # written since its version
+    assert declined(IDENTITY, data)
+    # The error TVM raised was dropped: TVM's next call and its errors are its own.
+    np.testing.assert_array_equal(IDENTITY(tvm.runtime.tensor(np.ones(2, np.float32))).numpy(),
+                                  [1, 1])
+
+
+def test_a_caller_reading_tvm_values_wrongly_is_not_used():
+    """Built against another tvm-ffi's layout, the library could pass or read values
+    wrongly: such a caller is not installed."""
+    def swapping(*args):
+        call = ndarray_exchange.tvm_caller(*args)
+        return lambda data: (lambda results: results and results[::-1])(call(data))
+
+    assert ndarray_exchange._calls_rightly(ndarray_exchange.tvm_caller)
+    assert not ndarray_exchange._calls_rightly(swapping)
+    assert runtime.tvm_caller is ndarray_exchange.tvm_caller   # tvm_bridge installed it

@@ -98,30 +98,60 @@ def test_arrays_in_shared_memory_are_converted_in_the_lane(lane_runs):
     assert len(lane_runs) >= 4
 
 
-@pytest.mark.parametrize("exchange", ["gluon_dyn's", "MXNet's and TVM's Python"])
-def test_the_lane_gives_the_same_results_through_either_exchange(lane_runs, monkeypatch,
-                                                                   exchange):
-    """The arrays handed to TVM and back in one C call each (ndarray_exchange.py), as
-    tvm_bridge installs it, or through the Python APIs, as a deployed runtime.py
-    alone does; the path named is the one that ran."""
+EXCHANGES = ("one C call for the whole call", "one C call each way", "MXNet's and TVM's Python")
+
+
+@pytest.mark.parametrize("exchange", EXCHANGES)
+def test_the_lane_gives_the_same_results_through_every_exchange(lane_runs, monkeypatch,
+                                                                  exchange):
+    """The compiled function's whole call in one C call (runtime.tvm_caller), the arrays
+    handed to TVM and back in one C call each (ndarray_exchange.py), or both through
+    the Python APIs, as a deployed runtime.py alone does; the path named is the one
+    that ran."""
     used = []
-    if exchange == "gluon_dyn's":
+    if exchange == EXCHANGES[1]:
+        monkeypatch.setattr(runtime, "tvm_caller", None)
         for name in ("ndarray_cpu_view", "ndarrays_of_tvm"):
             function = getattr(runtime, name)
             monkeypatch.setattr(runtime, name, lambda *args, function=function, name=name:
                                 used.append(name) or function(*args))
-    else:
-        monkeypatch.setattr(runtime, "ndarray_cpu_view", None)
-        monkeypatch.setattr(runtime, "ndarrays_of_tvm", None)
+    elif exchange == EXCHANGES[2]:
+        for name in ("tvm_caller", "ndarray_cpu_view", "ndarrays_of_tvm"):
+            monkeypatch.setattr(runtime, name, None)
         monkeypatch.setattr(mx.nd, "from_dlpack", lambda capsule, original=mx.nd.from_dlpack:
                             used.append("from_dlpack") or original(capsule))
-    imperative, dynamic, _ = settled()
+    imperative, dynamic, plan = settled()
+    function = plan.steps[0].function
+    native_calls = function.native_calls
     lane_runs.clear()
+    used.clear()
     for seed in range(10, 14):
         assert_same(dynamic(inputs(seed)), imperative(inputs(seed)), "call %d" % seed)
     assert len(lane_runs) >= 3
-    assert set(used) == ({"ndarray_cpu_view", "ndarrays_of_tvm"} if exchange == "gluon_dyn's"
-                         else {"from_dlpack"})
+    if exchange == EXCHANGES[0]:
+        assert function.native_calls - native_calls == 4 and used == []
+    else:
+        assert function.native_calls == 0
+        assert set(used) == ({"ndarray_cpu_view", "ndarrays_of_tvm"} if exchange == EXCHANGES[1]
+                             else {"from_dlpack"})
+
+
+def test_a_call_after_its_weights_changed_prepares_them_again_and_calls_in_one_c_call():
+    """A lane's whole call in one C call is made for the weights last prepared: a
+    write to one (an optimizer step, set_data) sends the next call through the
+    function's own path, which prepares them again and makes that call anew."""
+    imperative, dynamic, plan = settled()
+    function = plan.steps[0].function
+    for change in range(3):
+        for block in (imperative, dynamic):
+            weight = block.policy.weight
+            weight.set_data(weight.data() * 0.5 + change)
+        preparations, native_calls = function.preparations, function.native_calls
+        for seed in range(10, 14):
+            assert_same(dynamic(inputs(seed)), imperative(inputs(seed)),
+                        "change %d, call %d" % (change, seed))
+        assert function.preparations == preparations + 1
+        assert function.native_calls == native_calls + 3
 
 
 def test_a_plan_serving_the_whole_graph_keeps_the_full_path(lane_runs):

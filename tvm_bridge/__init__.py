@@ -35,3 +35,5 @@ runtime.array_versions_reader = ndarray_versions_reader
 # Inputs are viewed, and results made NDArrays, in one C call each.
 runtime.ndarray_cpu_view = ndarray_exchange.cpu_view
 runtime.ndarrays_of_tvm = ndarray_exchange.ndarrays_of_tvm
+# A compiled function's whole call in one C call where it can be.
+runtime.tvm_caller = ndarray_exchange.tvm_caller

@@ -1,15 +1,20 @@
 """MXNet NDArrays handed to TVM and TVM's results handed back, sharing memory through
-DLPack, one C call each way (src/ndarray/dlpack_exchange.cc, in gluon_dyn's native
-library). runtime.py does the same through MXNet's and TVM's Python APIs where these
-are not installed, as in a deployment without gluon_dyn."""
+DLPack, one C call each way, and a whole call of a compiled function in one C call
+(src/ndarray/dlpack_exchange.cc, in gluon_dyn's native library). runtime.py does the
+same through MXNet's and TVM's Python APIs where these are not installed, as in a
+deployment without gluon_dyn."""
 import ctypes
 import warnings
 
 import mxnet as mx
+import numpy as np
 import tvm
+import tvm_ffi
 from tvm_ffi import libinfo
 
 from gluon_dyn import native
+
+from . import runtime
 
 # Python's capsule maker as MXNet declares it (mxnet/base.py: it returns the capsule).
 _new_capsule = ctypes.pythonapi.PyCapsule_New
@@ -30,18 +35,23 @@ def _library():
     library.gluon_dyn_ndarrays_of_tvm.argtypes = [
         ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
     mxnet = mx.base._LIB     # pylint: disable=protected-access
-    tvm_ffi = ctypes.CDLL(libinfo.find_libtvm_ffi())
+    tvm_library = ctypes.CDLL(libinfo.find_libtvm_ffi())
     library.gluon_dyn_use_exchange_functions(*[ctypes.cast(used, ctypes.c_void_p) for used in (
         mxnet.MXNDArrayWaitToRead, mxnet.MXNDArrayGetData, mxnet.MXNDArrayToDLPack,
-        mxnet.MXNDArrayFromDLPackEx, mxnet.MXNDArrayFree, tvm_ffi.TVMFFITensorToDLPack)])
+        mxnet.MXNDArrayFromDLPackEx, mxnet.MXNDArrayFree, tvm_library.TVMFFITensorToDLPack)])
+    if hasattr(library, "gluon_dyn_call_tvm"):
+        library.gluon_dyn_call_tvm.restype = ctypes.c_int
+        library.gluon_dyn_use_tvm_call_functions(*[ctypes.cast(used, ctypes.c_void_p) for used in (
+            tvm_library.TVMFFITensorFromDLPack, tvm_library.TVMFFIFunctionCall,
+            tvm_library.TVMFFIObjectDecRef, tvm_library.TVMFFIErrorMoveFromRaised)])
     return library
 
 
 def _exchange():
-    """(cpu_view, ndarrays_of_tvm) below, or (None, None) without the library."""
+    """(cpu_view, ndarrays_of_tvm, tvm_caller) below, or Nones without the library."""
     library = _library()
     if library is None:
-        return None, None
+        return None, None, None
     view_function, import_function = library.gluon_dyn_ndarray_cpu_view, \
         library.gluon_dyn_ndarrays_of_tvm
     # MXNet's own deleter of the capsules it makes, for one nothing consumed.
@@ -77,8 +87,76 @@ def _exchange():
     if not _views_rightly(cpu_view):
         warnings.warn("gluon_dyn: %s tells arrays on the CPU wrongly (built for another "
                       "MXNet?); %s" % (native.LIBRARY_PATH, native.REBUILD))
-        return None, None
-    return cpu_view, ndarrays_of_tvm
+        return None, None, None
+    tvm_caller = _tvm_caller(library)
+    if tvm_caller is not None and not _calls_rightly(tvm_caller):
+        warnings.warn("gluon_dyn: %s reads TVM's values wrongly (built for another tvm-ffi?); "
+                      "%s" % (native.LIBRARY_PATH, native.REBUILD))
+        tvm_caller = None
+    return cpu_view, ndarrays_of_tvm, tvm_caller
+
+
+def _tvm_caller(library):
+    """`tvm_caller(function, parameters, versions, prepared, num_results, returns_tuple)`:
+    the call of the compiled TVM function `function` on NDArrays `data` and then the TVM
+    objects `prepared`, made for the parameter NDArrays `parameters` at their versions
+    `versions`, as a function `call(data)` giving the NDArrays of its results (a list
+    of `num_results`; one NDArray where not `returns_tuple`) in one C call, or None where
+    the caller's own path is to serve it (gluon_dyn_call_tvm says when: a data array it
+    cannot view, a parameter written since, an error TVM raised); MXNet's errors raise.
+    None where the library has no such call (built from older sources)."""
+    if not hasattr(library, "gluon_dyn_call_tvm"):
+        return None
+    function_call = library.gluon_dyn_call_tvm
+    ndarray, handle_type, alignment = mx.nd.NDArray, mx.base.NDArrayHandle, \
+        ctypes.c_uint64(runtime.TVM_ALIGNMENT)
+
+    def tvm_caller(function, parameters, versions, prepared, num_results, returns_tuple):
+        # The arguments but the data and the results, made once; the closure keeps
+        # alive what their handles point to.
+        kept = (function, list(parameters), list(prepared))
+        function_handle = ctypes.c_void_p(function.__chandle__())
+        after = (alignment,
+                 (ctypes.c_void_p * len(parameters))(*[array.handle.value for array in parameters]),
+                 (ctypes.c_size_t * len(versions))(*versions), ctypes.c_size_t(len(parameters)),
+                 (ctypes.c_void_p * len(prepared))(*[value.__chandle__() for value in prepared]),
+                 ctypes.c_size_t(len(prepared)), ctypes.c_int(bool(returns_tuple)),
+                 ctypes.c_size_t(num_results))
+
+        def call(data):
+            count = len(data)
+            made = (ctypes.c_void_p * num_results)()
+            status = function_call(function_handle, (ctypes.c_void_p * count)(
+                *[array.handle.value for array in data]), ctypes.c_size_t(count), *after, made)
+            if status == 1:
+                return None
+            if status != 0:
+                mx.base.check_call(-1)   # raises MXNet's last error
+            results = [ndarray(handle_type(handle)) for handle in made]
+            return results if returns_tuple else results[0]
+        call.kept = kept
+        return call
+    return tvm_caller
+
+
+def _calls_rightly(tvm_caller):
+    """Whether `tvm_caller` passes and reads tvm-ffi's values as this tvm-ffi lays them
+    out: tvm-ffi's "ffi.Array" called on an NDArray and a TVM tensor gives both back,
+    sharing their memory, and a parameter written since its version was read stops it."""
+    data, parameter = mx.nd.arange(4), mx.nd.zeros((1,))
+    prepared = tvm.runtime.tensor(np.arange(3, dtype="float32"))
+    version = native.ndarray_versions([parameter])
+    if version is None:
+        return False
+    call = tvm_caller(tvm_ffi.get_global_func("ffi.Array"), [parameter], version, [prepared], 2,
+                      True)
+    results = call([data])
+    if results is None or results[0].shape != (4,) or results[1].shape != (3,):
+        return False
+    data[:] = 7
+    parameter[:] = 1
+    return results[0].asnumpy().tolist() == [7] * 4 and \
+        results[1].asnumpy().tolist() == [0, 1, 2] and call([data]) is None
 
 
 def _views_rightly(cpu_view):
@@ -97,4 +175,4 @@ def _views_rightly(cpu_view):
     return False
 
 
-cpu_view, ndarrays_of_tvm = _exchange()
+cpu_view, ndarrays_of_tvm, tvm_caller = _exchange()

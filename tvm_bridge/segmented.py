@@ -416,7 +416,8 @@ class SegmentedGraph:
         measurements: when, times, outcome) and, per segment, its backend, op
         count, ops ({op: count}), last times (ms) of each backend tried and its
         choice, compile and tuning seconds (0 when loaded from the cache; None
-        when not done), how often its parameters were prepared, the matrix
+        when not done), how often its parameters were prepared and how many of
+        its calls were made in one C call ("native_calls", runtime.tvm_caller), the matrix
         products BLAS computes (gemm_choice.measured_gemms.report() has their
         measurements) and, where those were measured faster alone, the choice
         between the segment with them and with TVM's kernels only, and boundary
@@ -441,6 +442,8 @@ class SegmentedGraph:
                           "choice": step.choice.report() if step.choice else None,
                           "preparations": (None if step.function is None else
                                            step.function.preparations),
+                          "native_calls": (None if step.function is None else
+                                           step.function.native_calls),
                           "blas_gemms": ({} if step.function is None else
                                          step.function.info["blas_gemms"]),
                           "kernel_choice": (step.kernel_choice.report() if step.kernel_choice
