@@ -154,6 +154,30 @@ def test_a_call_after_its_weights_changed_prepares_them_again_and_calls_in_one_c
         assert function.native_calls == native_calls + 3
 
 
+def test_decisions_between_training_steps_see_each_steps_weights():
+    """REINFORCE's loop: decisions on the TVM plan, then a training step (recorded,
+    on MXNet, and the optimizer's in-place update) and decisions again: each first
+    decision after a step prepares the new weights, the others are whole calls in
+    one C call, and all equal the twin trained as written."""
+    imperative, dynamic, plan = settled()
+    function = plan.steps[0].function
+    trainers = [gluon.Trainer(block.collect_params(), "adam", {"learning_rate": 0.05})
+                for block in (imperative, dynamic)]
+    for step in range(5):
+        preparations, native_calls = function.preparations, function.native_calls
+        for seed in range(4):
+            call = 100 * step + seed
+            assert_same(dynamic(inputs(call)), imperative(inputs(call)), "call %d" % call)
+        assert function.preparations == preparations + (step > 0)
+        assert function.native_calls == native_calls + 4 - (step > 0)
+        for block, trainer in zip((imperative, dynamic), trainers):
+            with mx.autograd.record():
+                log_probs, value = block(inputs(1000 + step))
+                loss = -log_probs[:, 0] + value * value
+            loss.backward()
+            trainer.step(5)
+
+
 def test_a_plan_serving_the_whole_graph_keeps_the_full_path(lane_runs):
     imperative, dynamic, plan = settled()
     plan.uses_whole_graph = True
