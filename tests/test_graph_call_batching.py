@@ -192,6 +192,46 @@ def test_the_model_and_its_loss_run_as_one_graph():
     assert report(blocks[1])["calls"]["by_kind"]["batched"] == served["graph"]
 
 
+class Doubling(Classifier):
+    """The same, doubling its output where a Python value on the block says so."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.doubled = False
+
+    def forward(self, x):
+        out = super().forward(x)
+        return out * 2 if self.doubled else out
+
+
+def test_a_deferred_call_repeating_the_last_is_not_keyed_again_until_its_python_values_change(
+        monkeypatch):
+    """A deferred call's output type comes from the graph its key finds; a call
+    repeating the latest one (same arrays' shapes, modes and Python values:
+    RepeatedCall) takes that graph's without the key made again, and a changed Python
+    value on the block is keyed again (another graph, doubling)."""
+    from gluon_dyn.hybridize.call import runner
+    keyed = []
+    monkeypatch.setattr(runner, "key_for", lambda block, *args, key_for=runner.key_for:
+                        keyed.append(type(block).__name__) or key_for(block, *args))
+    blocks, trainers = classifier_twins(Doubling)
+    run_steps(blocks, trainers, range(8))
+    for start, doubled in ((8, True), (12, False), (16, True)):
+        for block in blocks:
+            block.doubled = doubled
+        keyed_by_step = []
+        for step in range(start, start + 4):
+            keyed.clear()
+            run_steps(blocks, trainers, [step])
+            keyed_by_step.append(keyed.count("Doubling"))
+        # The new value is keyed (its graph made, then its results' types seen, the
+        # model called at once meanwhile); then each step's deferred call repeats the
+        # one before, in a batch of two with its loss.
+        assert keyed_by_step[0] >= 1 and keyed_by_step[2:] == [0, 0], keyed_by_step
+        assert batched(blocks[1])["batch_sizes"][-2:] == [2, 2]
+    assert batched(blocks[1])["call_batches"][-1]["graph"] >= 1
+
+
 def test_a_loop_on_a_tensor_in_a_batch_loops_as_each_steps_data_says():
     """The model's own graphs unroll the loop as often as its profile saw (8 times,
     behind a guard); the batch's graph, traced from calls its profile saw served by

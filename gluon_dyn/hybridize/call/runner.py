@@ -24,7 +24,7 @@ from .executor import GraphExecutor, Run
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
-from .call_batching import GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher
+from .call_batching import GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher, PendingArray
 from .served import CallCounts, Served
 from ..timing.speed_check import GRAPH, PYTHON, SpeedCheck
 from ..conversion.transpiler import as_converted, as_written, convert_block, running_as_written
@@ -76,6 +76,8 @@ class BlockRunner:
                              converted_functions)
         self.cache, self.ladder = GraphCache(), ShapeLadder()
         self.repeated = RepeatedCall()
+        # The latest call graph_output_type found a graph for (a deferred call).
+        self.deferred_repeat = RepeatedCall()
         self.layouts = {}               # of calls of arrays alone, by skeleton (_layout)
         self.speed_check = SpeedCheck(check_speed)
         self.tvm = TvmBackend(**(backend_options or {})) if backend == "tvm" else None
@@ -166,15 +168,24 @@ class BlockRunner:
         """(The OutputType of the block's result on `args`, each array's (shape,
         dtype, context)) when a cached graph serves them, has run on such arguments,
         and returns arrays (in lists and tuples) with no other effect: no state kept
-        on blocks, no argument changed; else (None, why not)."""
-        try:
-            layout = arguments.ArgumentLayout(args)
-        except arguments.Unsupported as error:
-            return None, str(error)
-        executor = self.cache.peek(key_for(self.block, autograd.is_training(), layout,
-                                           self.ladder, self.tracer))
-        if executor is None:
-            return None, "no graph for these arguments yet"
+        on blocks, no argument changed; else (None, why not). A call repeating the
+        latest one it found a graph for (RepeatedCall) is not keyed again."""
+        repeated = self.deferred_repeat.served_by(args, self.block, self.tracer, self.cache)
+        if repeated is not None:
+            layout, executor, _ = repeated
+        else:
+            try:
+                layout = arguments.ArgumentLayout(args)
+            except arguments.Unsupported as error:
+                return None, str(error)
+            key = key_for(self.block, autograd.is_training(), layout, self.ladder, self.tracer)
+            executor = self.cache.peek(key)
+            if executor is None:
+                return None, "no graph for these arguments yet"
+            if not any(isinstance(arg, PendingArray) for arg in args):
+                # (A PendingArray's handle would run its batch: never described.)
+                self.deferred_repeat.remember(arguments.ArgumentSkeleton(args).of_arrays_alone(),
+                                              key, layout, executor, self.cache, args)
         returned = executor.returned_arrays_type()
         if returned is None:
             return None, ("its graph has effects besides the arrays it returns (state kept "
