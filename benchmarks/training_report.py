@@ -131,10 +131,9 @@ def interleaved(variants, warmup, rounds, checked, measuring=None):
     does; then each variant named in `measuring` ({name: a function, called once,
     that may start a measurement afresh and returns a function saying whether it
     still measures}) takes steps of its own until it has chosen (at most
-    SETTLING_STEPS; choices that
-    time the loop's own steps, here not interleaved with the other variants': the
-    fused trainers' choice of cores, wide_steps.py, and the speed checks' first
-    measurements). Then `rounds` rounds in rotated order
+    SETTLING_STEPS; choices that time the loop's own steps, here not interleaved
+    with the other variants': the fused trainers' choice of cores, wide_steps.py,
+    and the speed checks' first measurements). Then `rounds` rounds in rotated order
     (harness.rotated): each variant, once the machine is idle (harness.settle), takes
     untimed steps of its own (harness.SETTLING_CALLS), then a timed run of RUN_STEPS
     steps, as a training loop runs them."""

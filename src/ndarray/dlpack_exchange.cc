@@ -170,8 +170,9 @@ extern "C" int gluon_dyn_call_tvm(void* function, void* const* data, size_t num_
     void* address = nullptr;
     void* managed = nullptr;
     status = gluon_dyn_ndarray_cpu_view(data[viewed], alignment, &address, &managed);
-    if (status != 0 || managed == nullptr) {
-      status = status != 0 ? status : 1;  // unaligned: the caller's path copies it
+    if (status != 0) break;
+    if (managed == nullptr) {  // unaligned: the caller's path copies it
+      status = 1;
       break;
     }
     auto* tensor = static_cast<DLManagedTensor*>(managed);
