@@ -274,6 +274,88 @@ def test_a_call_that_keeps_state_on_its_block_runs_at_once():
     assert report(blocks[1])["calls"]["by_kind"]["graph"] >= 8 - PROFILED
 
 
+class CountsOutliers(Classifier):
+    """The same, counting on the block the calls on outliers, on a path its graphs
+    do not take (speculated: behind a guard), and refusing far-out inputs."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.outliers = 0
+
+    def forward(self, x):
+        out = super().forward(x)
+        if mx.nd.max(x) > 10:
+            self.outliers += 1
+        if mx.nd.max(x) > 20:
+            raise ValueError("an input beyond 20")
+        return out
+
+
+def two_call_step(block, x, y, labels):
+    """A step calling the model twice (a GAN's discriminator on real and generated
+    data): one batch of two model calls and two losses."""
+    with autograd.record():
+        loss = LOSS(block(x), labels) + LOSS(block(y), labels)
+    loss.backward()
+    return {"loss": loss, "gradients": gradients(block)}
+
+
+def outlier_twins():
+    """Twins of CountsOutliers, stepped until their calls run in batches (the first
+    ones run as written, as the batches' profile)."""
+    blocks = made_alike(lambda: CountsOutliers(prefix="classifier_"), OPTIONS)
+    for step in range(8):
+        x, labels = batch_of(step)
+        results = [two_call_step(block, x, x * 0.5, labels) for block in blocks[::-1]]
+        assert_same(results[0], results[1], "step %d" % step, scaled=True)
+        if batched(blocks[1])["batches"]:
+            return blocks
+    raise AssertionError("the calls were never batched: %s" % batched(blocks[1]))
+
+
+def profiled_batches(block):
+    return batched(block)["call_batches"][-1]["profiling"]
+
+
+def test_a_call_raising_in_a_batch_leaves_the_python_state_the_calls_before_it_left():
+    """A batch run as written (its profile): the first call counts its outlier, the
+    second raises. The error is the program's, raised once: the first call is not
+    made again."""
+    blocks = outlier_twins()
+    x, labels = batch_of(8)
+    profiled = profiled_batches(blocks[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # the block runs as Python from here on
+        for block in blocks:
+            with pytest.raises(ValueError, match="beyond 20"):
+                two_call_step(block, x + 15, x + 25, labels)
+    assert profiled_batches(blocks[1]) == profiled + 1
+    assert [block.outliers for block in blocks] == [2, 2]
+    assert batched(blocks[1])["gave_up"] is None
+
+
+def test_a_batch_failing_after_its_calls_ran_takes_their_results(monkeypatch):
+    """An internal error after a batch's calls ran as written (its profile; one call
+    counted an outlier): the batch runs as written again, taking the results of the
+    calls that ran, so no Python effect happens twice; batching stops, said once."""
+    blocks = outlier_twins()
+    run = call_batching.Batcher.run
+
+    def failing_after(batcher, batch):
+        run(batcher, batch)
+        raise RuntimeError("an internal error after the calls ran")
+
+    monkeypatch.setattr(call_batching.Batcher, "run", failing_after)
+    x, labels = batch_of(8)
+    profiled = profiled_batches(blocks[1])
+    with pytest.warns(UserWarning, match="an internal error after the calls ran"):
+        got = two_call_step(blocks[1], x + 15, x * 0.5, labels)
+    expected = two_call_step(blocks[0], x + 15, x * 0.5, labels)
+    assert_same(got, expected, "the step", scaled=True)
+    assert [block.outliers for block in blocks] == [1, 1]
+    assert profiled_batches(blocks[1]) == profiled + 1
+
+
 class Cell(gluon.Block):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

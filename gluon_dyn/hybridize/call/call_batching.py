@@ -64,6 +64,7 @@ RECURSION_BATCH, GRAPH_BATCH = "recursion engine", "graphs"   # what serves a ba
 class _ThreadState(threading.local):
     batch = None          # the Batch collecting calls on this thread
     flushing = 0          # > 0 while a batch runs: its calls run, not deferred
+    ran = None            # while a batch runs: the calls its callees made for real (CallsRan)
 
 
 _state = _ThreadState()
@@ -205,18 +206,22 @@ class Batch:
             _state.batch = None
         self.batcher.flushed_by[reason] += 1
         _state.flushing += 1
+        ran, _state.ran = _state.ran, CallsRan()
         try:
             scope = autograd.record if self.recording else autograd.pause
             with scope(train_mode=self.training):
                 try:
                     outputs = self.batcher.run(self)
                 except Exception as error:  # noqa: BLE001 - sorted out as the calls run
-                    outputs = self._as_written(error)
+                    if error is _state.ran.raised:
+                        raise       # a call's own error (the program's), from its line
+                    outputs = self._as_written(error, _state.ran)
         except Exception as error:
             self.error = "%s: %s" % (type(error).__name__, error)
             raise
         finally:
             _state.flushing -= 1
+            _state.ran = ran
         if len(outputs) != len(self.results):
             raise AssertionError("a call batch returned %d arrays for %d results"
                                  % (len(outputs), len(self.results)))
@@ -230,14 +235,52 @@ class Batch:
         self.signatures = self.fresh = self._trees = None
 
 
-    def _as_written(self, error):
+    def _as_written(self, error, ran):
         """The calls' outputs, each call made as written after the batch failed with
-        `error`: if a call raises, that is the program's error, raised from its
+        `error` (a call that ran already, `ran`, is not made twice: its result is
+        taken): if a call raises, that is the program's error, raised from its
         line; if none does, gluon_dyn failed: said once, and the block's calls are
         no longer batched."""
-        outputs = CallBatch.forward(Callees(self.callees), self.calls)
+        outputs = CallBatch.forward(Callees([functools.partial(ran.result, callee)
+                                             for callee in self.callees]), self.calls)
         self.batcher.give_up("%s: %s" % (type(error).__name__, error))
         return outputs
+
+
+class CallsRan:
+    """The calls of batching blocks made for real (not traced) while a batch runs:
+    their results, in order, and the error of one that raised. A batch that fails
+    after some of its calls ran (its graph's guard failed, so they ran as written,
+    with Python effects its graph did not have) takes their results rather than
+    making them twice; one that fails with a call's own error raises it."""
+
+    def __init__(self):
+        self.calls = []      # [block, args, result], a result taken once
+        self.raised = None
+
+    def note(self, block, args, call):
+        """`call(args)`, the call of `block` on `args` a runner serves, noted."""
+        try:
+            result = call(args)
+        except Exception as error:
+            self.raised = error
+            raise
+        self.calls.append([block, args, result])
+        return result
+
+    def result(self, block, *args):
+        """The result of `block(*args)`: a noted call's, taken, or the call made now."""
+        for index, (ran_block, ran_args, result) in enumerate(self.calls):
+            if ran_block is block and len(ran_args) == len(args) and \
+                    all(ran is arg for ran, arg in zip(ran_args, args)):
+                del self.calls[index]
+                return result
+        return block(*args)
+
+
+def calls_ran():
+    """The CallsRan of the batch running on this thread, or None."""
+    return _state.ran
 
 
 class Batcher:

@@ -24,7 +24,8 @@ from .executor import GraphExecutor, Run
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
-from .call_batching import GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher, PendingArray
+from .call_batching import (GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher, PendingArray,
+                            calls_ran)
 from .served import CallCounts, Served
 from ..timing.speed_check import GRAPH, PYTHON, SpeedCheck
 from ..conversion.transpiler import as_converted, as_written, convert_block, running_as_written
@@ -125,25 +126,33 @@ class BlockRunner:
                 deferred = self.batcher.defer(self, args)
                 if deferred is not NOT_DEFERRED:
                     return deferred
-            self.running = True
-            try:
-                repeated = self._repeated(args)
-                if repeated is not None:
-                    # Its skeleton is last_call's. A graph's run runs no converted
-                    # code: no room or mode set for it.
-                    return self._repeated_served(*repeated, args)
-                if not self.recursion_only:     # a CallBatch is never exported
-                    self.last_call = arguments.ArgumentSkeleton(args)
-                if self.fallback is not None:
-                    return self._written_with_child_graphs(args)
-                with room_for_converted_code(), as_converted():
-                    if self.segments is not None:
-                        result, served = self.segments(args)
-                        self.calls.note(served)
-                        return result
-                    return self._call(args)
-            finally:
-                self.running = False
+                ran = calls_ran()
+                if ran is not None:      # a batch runs this call: noted (its effects once)
+                    return ran.note(self.block, args, self._served_now)
+            return self._served_now(args)
+
+    def _served_now(self, args):
+        """The call served now (under self.lock): on a graph, the recursion engine or
+        as written."""
+        self.running = True
+        try:
+            repeated = self._repeated(args)
+            if repeated is not None:
+                # Its skeleton is last_call's. A graph's run runs no converted
+                # code: no room or mode set for it.
+                return self._repeated_served(*repeated, args)
+            if not self.recursion_only:     # a CallBatch is never exported
+                self.last_call = arguments.ArgumentSkeleton(args)
+            if self.fallback is not None:
+                return self._written_with_child_graphs(args)
+            with room_for_converted_code(), as_converted():
+                if self.segments is not None:
+                    result, served = self.segments(args)
+                    self.calls.note(served)
+                    return result
+                return self._call(args)
+        finally:
+            self.running = False
 
     def _profiled(self, args):
         self.calls.note(Served.PROFILING)
