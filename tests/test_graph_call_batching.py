@@ -209,7 +209,8 @@ def test_a_deferred_call_repeating_the_last_is_not_keyed_again_until_its_python_
     """A deferred call's output type comes from the graph its key finds; a call
     repeating the latest one (same arrays' shapes, modes and Python values:
     RepeatedCall) takes that graph's without the key made again, and a changed Python
-    value on the block is keyed again (another graph, doubling)."""
+    value on the block is keyed again (another graph, doubling). The batch's call
+    (a CallBatch's, on the same calls of arrays of the same shapes) is alike."""
     from gluon_dyn.hybridize.call import runner
     keyed = []
     monkeypatch.setattr(runner, "key_for", lambda block, *args, key_for=runner.key_for:
@@ -219,15 +220,17 @@ def test_a_deferred_call_repeating_the_last_is_not_keyed_again_until_its_python_
     for start, doubled in ((8, True), (12, False), (16, True)):
         for block in blocks:
             block.doubled = doubled
-        keyed_by_step = []
+        keyed_by_step, batches_keyed = [], []
         for step in range(start, start + 4):
             keyed.clear()
             run_steps(blocks, trainers, [step])
             keyed_by_step.append(keyed.count("Doubling"))
+            batches_keyed.append(keyed.count("CallBatch"))
         # The new value is keyed (its graph made, then its results' types seen, the
         # model called at once meanwhile); then each step's deferred call repeats the
-        # one before, in a batch of two with its loss.
+        # one before, in a batch of two with its loss, which repeats the batch before.
         assert keyed_by_step[0] >= 1 and keyed_by_step[2:] == [0, 0], keyed_by_step
+        assert sum(batches_keyed) >= 1 and batches_keyed[-1] == 0, batches_keyed
         assert batched(blocks[1])["batch_sizes"][-2:] == [2, 2]
     assert batched(blocks[1])["call_batches"][-1]["graph"] >= 1
 

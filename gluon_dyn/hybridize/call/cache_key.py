@@ -107,10 +107,16 @@ class RepeatedCall:
     call: REINFORCE decides 86 times a training step). The arrays and modes of a
     call of MXNet arrays are compared in one C call (call_description.py). Kept from
     one call through key_for to the next such call; the cache changing drops it (a
-    failed guard clears it)."""
+    failed guard clears it).
 
-    def __init__(self):
-        self._latest = None     # (skeleton, key, layout, executor, cache version)
+    `form(args)`, for a block called on more than arrays (a CallBatch:
+    call_batch.repeat_form), gives (what of the call is not its arrays, hashable;
+    the arrays as a tuple), or None where the call cannot be told that way: a next
+    call of the same form whose arrays match is served alike."""
+
+    def __init__(self, form=None):
+        self._form = form
+        self._latest = None     # (skeleton or form, key, layout, executor, cache version)
         self._match = None      # the CallMatch of the latest call, or None
         # (The executor's ExecutorLane for the remembered call, or None; how many
         # plans the executor had when it was looked for: a plan built since may have one.)
@@ -119,6 +125,8 @@ class RepeatedCall:
     def remember(self, skeleton, key, layout, executor, cache, args):
         """A call on `args`, arrays alone (`skeleton`: ArgumentSkeleton.of_arrays_alone),
         was keyed `key` and served by `executor`, the graph `cache` holds for it."""
+        if self._form is not None:
+            skeleton, args = self._form(args) or (None, None)
         self._latest = None if skeleton is None else \
             (skeleton, key, layout, executor, cache.version)
         match = None if skeleton is None else CallMatch.of(args)
@@ -148,6 +156,11 @@ class RepeatedCall:
             self.forget()           # its graph may be dropped: not kept alive here
             return None
         key = latest[1]
+        if self._form is not None:
+            form = self._form(args)
+            if form is None or self._match is None or form[0] != latest[0]:
+                return None
+            args = form[1]
         if self._match is not None:
             fits, recording = self._match.matches(args)
             if not fits or numpy_interface.np_arrays() != key.interface[1]:

@@ -1,6 +1,7 @@
 """The block that runs a batch of calls (call_batching.py): its forward makes them in
 order, an argument naming an earlier call's result by its index; it is kept per set of
 callees (`callee_key`) and holds them only while a batch runs."""
+import mxnet as mx
 from mxnet import gluon
 
 from ..capturing import python_state
@@ -59,6 +60,39 @@ class _Holding:
         self.call_batch._children.clear()
         vars(self.call_batch)["callees"] = []
         python_state.forget(self.call_batch)
+
+
+_ARRAY = ("array",)     # in a repeat form: an array argument's place
+
+
+def repeat_form(args):
+    """(The form of a CallBatch's call on `args`, `(calls,)`: each call's callee, the
+    earlier results it takes and its Python values (a merged loss's rows: a tuple),
+    an array argument as its place; those arrays, in order), for RepeatedCall; None
+    where an argument is another value (a list, an object)."""
+    (calls,) = args
+    form, arrays = [], []
+    for callee, call_args, earlier in calls:
+        parts = [callee]
+        for arg, taken in zip(call_args, earlier):
+            if taken:
+                parts.append(("result", arg))
+            elif isinstance(arg, mx.nd.NDArray):
+                parts.append(_ARRAY)
+                arrays.append(arg)
+            elif _plain(arg):
+                parts.append(_typed(arg))
+            else:
+                return None
+        form.append(tuple(parts))
+    return tuple(form), tuple(arrays)
+
+
+def _typed(value):
+    """A plain value with its type, and its items' (1, 1.0 and True key apart)."""
+    if isinstance(value, tuple):
+        return tuple, tuple(map(_typed, value))
+    return type(value), value
 
 
 def flattened(value):

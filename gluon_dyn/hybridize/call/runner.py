@@ -24,6 +24,7 @@ from .executor import GraphExecutor, Run
 from ..conversion.frames import room_for_converted_code
 from ..recursion import NOT_SERVED, RecursionEngine
 from .segments import SegmentedForward
+from .call_batch import CallBatch, repeat_form
 from .call_batching import (GRAPH_BATCH, NOT_DEFERRED, RECURSION_BATCH, Batcher, PendingArray,
                             calls_ran)
 from .served import CallCounts, Served
@@ -76,7 +77,7 @@ class BlockRunner:
                              function_location(function or _user_forward(block)),
                              converted_functions)
         self.cache, self.ladder = GraphCache(), ShapeLadder()
-        self.repeated = RepeatedCall()
+        self.repeated = RepeatedCall(repeat_form if isinstance(block, CallBatch) else None)
         # The latest call graph_output_type found a graph for (a deferred call).
         self.deferred_repeat = RepeatedCall()
         self.layouts = {}               # of calls of arrays alone, by skeleton (_layout)
