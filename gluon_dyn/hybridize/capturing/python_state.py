@@ -55,13 +55,26 @@ def python_state(block, unkeyed=frozenset(), modules=None):
         # walked again only where it changed, its paths prefixed with the child's
         # name (two losses both have a `_weight`). Every state path is keyed: the
         # unkeyed ones are the block's own paths through its children.
-        return tuple(item for name, child in block._children.items()
-                     for item in ((name, ("block", child_key(child))),) + tuple(
-                         ("%s.%s" % (name, path), value)
-                         for path, value in _walked_tree(child).key_items(frozenset()))) \
-            + global_state(modules)
+        items = ()
+        for name, child in block._children.items():
+            items += ((name, ("block", child_key(child))),) + _named_items(name, child)
+        return items + global_state(modules)
     walked = _walked_tree(block)
     return walked.joined(walked.key_items(unkeyed), global_state(modules))
+
+
+_named = weakref.WeakKeyDictionary()   # child -> (its name, its tree's key items, them named)
+
+
+def _named_items(name, child):
+    """The key items of `child`'s tree, each path prefixed with `name`: made again only
+    where the tree's items are other objects (something in it changed)."""
+    items = _walked_tree(child).key_items(frozenset())
+    named = _named.get(child)
+    if named is None or named[0] != name or named[1] is not items:
+        named = _named[child] = (name, items, tuple(("%s.%s" % (name, path), value)
+                                                    for path, value in items))
+    return named[2]
 
 
 def global_state(modules=None):
