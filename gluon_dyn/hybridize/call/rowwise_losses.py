@@ -110,6 +110,8 @@ class Merger:
         """The Merge of a batch (`counts[k]`: results of call k, `types[r]`: the
         expected (shape, dtype) of result r, or None), or None when no two calls
         merge."""
+        if len(set(call[0] for call in calls)) == len(calls):
+            return None         # no block called twice (a model and its loss)
         firsts = [sum(counts[:k]) for k in range(len(counts))]
         producer = {first + n: k for k, first in enumerate(firsts) for n in range(counts[k])}
         entries, open_groups, rows_of, merging = [], {}, {}, False
