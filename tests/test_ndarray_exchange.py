@@ -149,3 +149,18 @@ def test_a_caller_reading_tvm_values_wrongly_is_not_used():
     assert ndarray_exchange._calls_rightly(ndarray_exchange.tvm_caller)
     assert not ndarray_exchange._calls_rightly(swapping)
     assert runtime.tvm_caller is ndarray_exchange.tvm_caller   # tvm_bridge installed it
+
+
+def test_the_callers_check_waits_for_the_writes_it_reads_back(monkeypatch):
+    """_calls_rightly writes arrays and reads them back through TVM's results, which
+    share their memory but not their engine variables: it waits for its writes, so that
+    a busy engine (each write queued behind 0.2 s of engine work) does not make it
+    refuse a library that reads TVM's values rightly."""
+    setitem = mx.nd.NDArray.__setitem__
+
+    def queued(array, key, value):
+        hold_the_engine()
+        setitem(array, key, value)
+
+    monkeypatch.setattr(mx.nd.NDArray, "__setitem__", queued)
+    assert ndarray_exchange._calls_rightly(ndarray_exchange.tvm_caller)
