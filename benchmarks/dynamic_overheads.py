@@ -9,6 +9,9 @@ checked against the imperative run, then medians of timed calls):
 - dynamic: hybridize(dynamic=True), defaults (speed check on);
 - fallback: hybridize(dynamic=True) on a block that gave up before its first call
   (runs as written from then on, as after "runs imperatively: ..." warnings);
+- written chosen: hybridize(dynamic=True) on a block whose speed check chose the
+  forward as written (as after "runs as written: its graphs measured slower"), no
+  measurement due: its calls after the profiled ones run as written;
 - profiling: hybridize(dynamic=True, profile_calls=10**9): every call a profiling call
   (the converted code records its tensor predicates).
 
@@ -21,7 +24,8 @@ Models: d2l's Transformer (the corpus program; its status there is its own: a
 fallback or graphs), the Tree-LSTM of the corpus (MXNet's example style), an LSTMCell
 of hidden 512 looped in Python (MXNet's control-flow benchmark configuration, fewer
 steps), the RNN with a host read of partitioned.py (graph segments), GluonCV's
-MobileNetV2 0.25 (a CNN, a HybridBlock).
+MobileNetV2 0.25 (a CNN, a HybridBlock), the GAN's discriminator of examples/train
+(three small Dense layers: where a call's own bookkeeping shows most).
 
 With --cpu, every variant's calls are timed in CPU time of the calling thread, with
 MXNet's NaiveEngine and one OpenMP thread, so that all of a call's work runs in that
@@ -55,9 +59,13 @@ from corpus.program import SEED, Program  # noqa: E402
 from corpus_report import batch_inputs, inference_run, training_run  # noqa: E402
 from dynamic_twins import copy_parameters, twins  # noqa: E402
 
+sys.path.insert(0, os.path.join(harness.REPO, "examples", "train"))
+import gan  # noqa: E402
+
 LSTM_HIDDEN, LSTM_STEPS = 512, 50
+GAN_HIDDEN, GAN_BATCH = 128, 128     # examples/train/gan.py's defaults
 RTOL, ATOL = 1e-3, 1e-4     # a hidden-512 LSTM's outputs agree to this across variants
-VARIANTS = ("imperative", "hybridize()", "dynamic", "fallback", "profiling")
+VARIANTS = ("imperative", "hybridize()", "dynamic", "fallback", "written chosen", "profiling")
 
 
 class Loop(gluon.Block):
@@ -75,7 +83,7 @@ class Loop(gluon.Block):
         return mx.nd.stack(*outputs)
 
 
-def plain_program(name, make, shape):
+def plain_program(name, make, shape, **options):
     def build():
         block = make()
         block.initialize(mx.init.Xavier())
@@ -87,7 +95,7 @@ def plain_program(name, make, shape):
     return Program(name=name, package="written here", covers=name, build=build,
                    inputs=lambda call: (harness.normal_array(shape, call),),
                    batch=lambda step: (harness.normal_array(shape, 100 + step),),
-                   loss=lambda model, x: model(x).sum(), optimizer=optimizer)
+                   loss=lambda model, x: model(x).sum(), optimizer=optimizer, **options)
 
 
 def models():
@@ -96,7 +104,13 @@ def models():
             "lstm h512": plain_program("lstm h512", Loop, (LSTM_STEPS, 1, LSTM_HIDDEN)),
             "rnn with a host read": plain_program("rnn with a host read", ReadingRNN,
                                                   (2 * STEPS, BATCH, FEATURES)),
-            "mobilenetv2_0.25": corpus.named("gluoncv_mobilenetv2_0.25")}
+            "mobilenetv2_0.25": corpus.named("gluoncv_mobilenetv2_0.25"),
+            # Each step from the initial values: descending on the sum of its
+            # unbounded scores, the weights grow to overflow within 20 steps.
+            "gan discriminator": plain_program("gan discriminator",
+                                               lambda: gan.Discriminator(GAN_HIDDEN),
+                                               (GAN_BATCH, 64),
+                                               steps_from_initial_parameters=True)}
 
 
 def measuring_runners(report):
@@ -124,6 +138,10 @@ def blocks(program):
     made["hybridize()"].hybridize()
     made["fallback"].hybridize(dynamic=True)
     runner_of(made["fallback"])._give_up("benchmarked as a block that fell back")  # noqa: SLF001
+    made["written chosen"].hybridize(dynamic=True)
+    written_chosen = runner_of(made["written chosen"])
+    check = written_chosen.speed_check
+    check.measuring, check.choice.chosen, written_chosen.warned_slower = False, "python", True
     made["profiling"].hybridize(dynamic=True, profile_calls=10 ** 9)
     return made
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import gluon_dyn
+from gluon_dyn.hybridize.call import runner as runner_module
 from gluon_dyn.hybridize.timing import speed_check
 from gluon_dyn.measure import MIN_SAMPLES
 from storm_programs import AlternatingBranch
@@ -219,3 +220,57 @@ def test_a_recheck_falling_due_while_python_serves_runs_the_call_as_written(monk
         if a.grad_req != "null":
             np.testing.assert_allclose(b.grad().asnumpy(), a.grad().asnumpy(), rtol=1e-5,
                                        atol=1e-5, err_msg=name)
+
+
+def test_calls_the_check_serves_as_written_run_no_converted_code_and_keep_their_schedule(
+        monkeypatch):
+    """Once the forward as written is chosen, a call runs it straight: outside the
+    converted code's mode and room (runner._written_chosen), with its results,
+    gradients and running statistics those of imperative execution, each call
+    counted towards the scheduled re-check, which then measures again."""
+    monkeypatch.setattr(speed_check, "ENABLED_BY_DEFAULT", True)
+    imperative, dynamic = twin_blocks(Recurrent)
+    x = mx.nd.array(np.random.RandomState(1).standard_normal((8, 4)))
+
+    def train_step():
+        outputs = []
+        for block in (imperative, dynamic):
+            block.collect_params().zero_grad()
+            with mx.autograd.record():
+                out = block(x)
+                loss = out.sum()
+            loss.backward()
+            outputs.append(out.asnumpy())
+        np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+        for (name, a), (_, b) in zip(sorted(imperative.collect_params().items()),
+                                     sorted(dynamic.collect_params().items())):
+            np.testing.assert_allclose(b.data().asnumpy(), a.data().asnumpy(), rtol=1e-5,
+                                       atol=1e-6, err_msg=name)
+            if a.grad_req != "null":
+                np.testing.assert_allclose(b.grad().asnumpy(), a.grad().asnumpy(), rtol=1e-5,
+                                           atol=1e-5, err_msg=name)
+    for _ in range(3 + 1):     # profiled calls, the trace
+        train_step()
+    runner = gluon_dyn.hybridize.call.dynamic.runner_of(dynamic)
+    check = runner.speed_check
+    # as after a measurement that chose the forward as written, and its warning
+    check.measuring, check.choice.chosen, runner.warned_slower = False, "python", True
+    entered = []
+    room = runner_module.room_for_converted_code
+    monkeypatch.setattr(runner_module, "room_for_converted_code",
+                        lambda: (entered.append(1), room())[1])
+    calls_before = check.choice.calls
+    # the sixth call is timed, and its sample (once its backward ran) starts a re-check
+    monkeypatch.setattr(check.choice, "wants_timing",
+                        lambda: check.choice.calls == calls_before + 5)
+    monkeypatch.setattr(check.choice, "recheck_due", lambda: "scheduled re-check")
+    for _ in range(6):
+        assert not check.measuring
+        train_step()
+        assert not entered and gluon_dyn.hybridize.report(dynamic)["calls"]["last"] == \
+            "speed_check"
+    assert check.choice.calls == calls_before + 6
+    assert check.measuring and check.reason == "scheduled re-check"
+    for _ in range(3):      # the re-check runs the graph: converted code
+        train_step()
+    assert entered

@@ -146,6 +146,9 @@ class BlockRunner:
                 self.last_call = arguments.ArgumentSkeleton(args)
             if self.fallback is not None:
                 return self._written_with_child_graphs(args)
+            if self._written_chosen():
+                self.repeated.forget()
+                return self._serve(None, args)
             with room_for_converted_code(), as_converted():
                 if self.segments is not None:
                     result, served = self.segments(args)
@@ -154,6 +157,13 @@ class BlockRunner:
                 return self._call(args)
         finally:
             self.running = False
+
+    def _written_chosen(self):
+        """Whether the call is the speed check's to serve as written (where _call
+        would route it): it runs no converted code, so takes none of its room or mode."""
+        return self.speed_check.serves_python() and self.segments is None and \
+            not self.recursion_only and self.calls.total >= self.profile_calls and \
+            not (self.recursion is not None and self.recursion.serving)
 
     def _profiled(self, args):
         self.calls.note(Served.PROFILING)

@@ -186,11 +186,11 @@ def _skeleton(value):
         return _ArraySpec((value.shape, value.dtype, value.context, type(value)))
     if isinstance(value, np.ndarray):
         return _ArraySpec((value.shape, value.dtype, None, np.ndarray))
-    if isinstance(value, _SIMPLE) or is_keyed_by_identity(value):
-        return value
     if isinstance(value, (list, tuple)):
         items = [_skeleton(item) for item in value]
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, _SIMPLE) or is_keyed_by_identity(value):
+        return value
     if isinstance(value, dict):
         return {key: _skeleton(item) for key, item in value.items()}
     return _Opaque(type(value).__name__)
