@@ -115,6 +115,58 @@ def test_mxnet_static_alloc_backward_divides_a_gradient_sum_by_a_mean():
     np.testing.assert_allclose(x_grad(static, x)[1], 19.0)
 
 
+class DenseStep(gluon.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        with self.name_scope():
+            self.dense = gluon.nn.Dense(4, in_units=4)
+
+    def hybrid_forward(self, F, x):
+        return F.tanh(self.dense(x))
+
+
+def bias_gradients(calls_per_recording, **flags):
+    """The bias gradient of a DenseStep hybridized with `flags` (none: imperative),
+    after each recording calling it that many times in a chain, each from zeroed
+    gradients."""
+    mx.random.seed(0)
+    block = DenseStep()
+    block.initialize(mx.init.Xavier())
+    if flags:
+        block.hybridize(**flags)
+    gradients = []
+    for calls in calls_per_recording:
+        block.collect_params().zero_grad()
+        with autograd.record():
+            y = data((2, 4), seed=calls)
+            for _ in range(calls):
+                y = block(y) * 1.5
+        y.backward()
+        gradients.append(block.dense.bias.grad().asnumpy().copy())
+    return gradients
+
+
+def test_mxnet_static_shape_backward_loses_a_parameter_gradient_when_calls_per_recording_drop():
+    """The bug, with plain Gluon: hybridize(static_alloc=True, static_shape=True)
+    marks the parameters (param_indices), whose gradient outputs the reused CachedOp
+    state binds. Called twice in a recording, the block writes temporaries autograd
+    sums; called once in the next, its output is the bias's own gradient, which
+    StaticBackward points at the temporary bound before: the bias gradient stays
+    zero, then and at every later step. Without static_shape it is right.
+    gluon_dyn's recorded graphs do not mark parameters (capture.input_roles)."""
+    calls = [2, 1, 3, 3, 1]
+    expected = bias_gradients(calls)
+    for flags, wrong_steps in (({"static_alloc": True}, []),
+                               ({"static_alloc": True, "static_shape": True}, [1, 2, 3, 4])):
+        got = bias_gradients(calls, **flags)
+        for step, (g, e) in enumerate(zip(got, expected)):
+            if step in wrong_steps:
+                np.testing.assert_array_equal(g, 0.0)
+                assert np.abs(e).max() > 0.1
+            else:
+                np.testing.assert_allclose(g, e, **TOLERANCE)
+
+
 def symbol_of(block):
     out = block(mx.sym.var("data"))
     return mx.sym.Group(out) if isinstance(out, (list, tuple)) else out

@@ -107,9 +107,9 @@ def input_roles(sources):
     binds parameters once (again where a call passes another array, reset_ctx) and
     runs the operators that read them in bulked segments, as Gluon's own CachedOps
     do: a MobileNet's inference call costs a fifth less. Only for inference with
-    planned shapes: with parameters marked, MXNet 1.9.1's planned backward left a
-    block's gradients at zero where its parent ran as Python (test_graph_breaks.py's
-    child blocks)."""
+    planned shapes: with parameters marked, MXNet 1.9.1's planned backward stops
+    writing a parameter's gradient once a graph's calls per recording drop to one
+    (docs/mxnet_behaviours.md), as a child graph's in a loop of its parent's Python."""
     bound = [isinstance(source, (ParameterInput, CapturedInput)) for source in sources]
     return [("data_indices", [i for i, once in enumerate(bound) if not once]),
             ("param_indices", [i for i, once in enumerate(bound) if once])]
