@@ -4,7 +4,9 @@ Each training script of examples/train runs as written (MXNet imperative), with
 hybridize(dynamic=True) (gluon_dyn's graphs per call), with --whole-step (those graphs
 and every trainer's update as a few fused MXNet calls), and as its PyTorch version
 (benchmarks/torch_training.py: eager, and with torch.compile) in a worker process of
-its own, all from the same parameter values on the same batches. First the PyTorch
+its own, and, where its models can be rewritten as HybridBlocks, hybridized by hand
+(benchmarks/by_hand.py: what MXNet offers instead), all from the same parameter values
+on the same batches. First the PyTorch
 versions are checked to train to the script's losses (training_twins.check_twins:
 4 steps, 1e-4 relative, without dropout, whose masks differ between frameworks; a
 failure stops the report); then the variants' steps run interleaved (each round starts
@@ -31,6 +33,7 @@ import numpy as np
 import gluon_dyn
 from gluon_dyn.measure import FIRST_RECHECK
 
+import by_hand
 import harness
 import training_twins
 from training_twins import TRAIN_DIR, build, initialized, mxnet_steps, share_values
@@ -75,6 +78,10 @@ MXNET_VARIANTS = [("MXNet imperative", []), ("gluon_dyn per-call graphs", ["--dy
 REFERENCE = MXNET_VARIANTS[0][0]
 DYNAMIC = MXNET_VARIANTS[1][0]
 WHOLE_STEP = MXNET_VARIANTS[2][0]
+# What MXNet offers instead, where a script's models can be hybridized by hand
+# (by_hand.py): column title and whether its trainers update as the whole step's do.
+BY_HAND_VARIANTS = [("MXNet hybridized by hand", False),
+                    ("hybridized by hand, fused update", True)]
 TORCH_TITLES = {"pytorch eager": "PyTorch eager", "torch.compile": "torch.compile"}
 SETTLING_STEPS = 120
 # Steps in a timed run: a loop's steps overlap (MXNet queues a step's backward and
@@ -195,15 +202,20 @@ def infer_call(training, index, rng):
     return output.asnumpy(), samples
 
 
-def mxnet_trainings(script, flags, variants=MXNET_VARIANTS, backend=None):
-    """{title: Training} of `variants` (MXNET_VARIANTS or its first ones), all from
-    the reference's initial values; gluon_dyn's on `backend`, if given."""
+def mxnet_trainings(script, flags, variants=MXNET_VARIANTS, backend=None, by_hand_variants=()):
+    """{title: Training} of `variants` (MXNET_VARIANTS or its first ones), then of
+    `by_hand_variants` (BY_HAND_VARIANTS or none), all from the reference's initial
+    values; gluon_dyn's on `backend`, if given."""
     reference = initialized(build(script, flags))
     trainings = {REFERENCE: reference}
     for title, extra in variants[1:]:
         trainings[title] = build(script, flags + extra + (["--backend", backend] if backend
                                                           else []))
-        share_values(reference, trainings[title])
+    for title, fused_update in by_hand_variants:
+        trainings[title] = by_hand.build(script, flags, fused_update)
+    for title, training in trainings.items():
+        if training is not reference:
+            share_values(reference, training)
     return trainings
 
 
@@ -211,7 +223,9 @@ def measure_training(label, script, flags, warmup, rounds):
     """(samples/s by variant, what gluon_dyn ran, the PyTorch check's results, what
     torch.compile did) of one workload."""
     checks = training_twins.check_twins(script, flags) if harness.torch_installed() else {}
-    trainings = mxnet_trainings(script, flags, backend=TRAINING_BACKENDS.get(short_name(label)))
+    trainings = mxnet_trainings(script, flags, backend=TRAINING_BACKENDS.get(short_name(label)),
+                                by_hand_variants=BY_HAND_VARIANTS if by_hand.available(script)
+                                else ())
     variants = {title: mxnet_steps(training) for title, training in trainings.items()}
     twin = training_twins.describe(script, trainings[REFERENCE])
     compiled = None
@@ -223,7 +237,7 @@ def measure_training(label, script, flags, warmup, rounds):
                     training_twins.torch_process(script, twin, (name,)))
                 variants[TORCH_TITLES[name]] = training_twins.torch_steps(
                     processes[name], name, trainings[REFERENCE].args)
-        rates = interleaved(variants, warmup, rounds, [title for title, _ in MXNET_VARIANTS],
+        rates = interleaved(variants, warmup, rounds, list(trainings),
                             {DYNAMIC: lambda: speed_checks_settling(trainings[DYNAMIC]),
                              WHOLE_STEP: lambda: cores_measured(trainings[WHOLE_STEP])})
         if "torch.compile" in processes:
@@ -281,11 +295,18 @@ def bar_chart(path, labels, series, ylabel, log=False):
     plt.close(figure)
 
 
-def columns(training):
-    """The training variants measured, in table order: the MXnet ones, then PyTorch's."""
+def mxnet_columns(training):
+    """The MXNet training variants measured, in table order: gluon_dyn's and its
+    reference, then those hybridized by hand."""
     measured = {title for rates, *_ in training.values() for title in rates}
-    return [title for title in [t for t, _ in MXNET_VARIANTS] + list(TORCH_TITLES.values())
-            if title in measured]
+    return [title for title, _ in MXNET_VARIANTS + BY_HAND_VARIANTS if title in measured]
+
+
+def columns(training):
+    """The training variants measured, in table order: the MXNet ones, then PyTorch's."""
+    measured = {title for rates, *_ in training.values() for title in rates}
+    return mxnet_columns(training) + [title for title in TORCH_TITLES.values()
+                                      if title in measured]
 
 
 def plot(figures, training, inference):
@@ -361,7 +382,8 @@ def training_section(training):
     for label, *_ in WORKLOADS:
         rates = training[label][0]
         behind = ["%s %.2fx" % (title, rates[title] / rates[eager])
-                  for title, _ in MXNET_VARIANTS if rates[title] < rates[eager]]
+                  for title in mxnet_columns(training)
+                  if title in rates and rates[title] < rates[eager]]
         if behind:
             slower.append("- %s: %s" % (label, ", ".join(behind)))
     lines += ["", "### Where MXNet trains slower than PyTorch eager", "",
@@ -381,7 +403,10 @@ def write(out, training, inference, scaling, args, load):
         "of `examples/train/` with its default settings, run as written (MXNet imperative), with "
         "`hybridize(dynamic=True)` (graphs kept only where measured faster, gluon_dyn's default), "
         "with `--whole-step` (those graphs, and each trainer's update of all parameters as a few "
-        "fused MXNet calls: `gluon_dyn.fused_updates`) "
+        "fused MXNet calls: `gluon_dyn.fused_updates`), "
+        "where its models can be rewritten as HybridBlocks hybridized by hand "
+        "(`benchmarks/by_hand.py`: static_alloc and static_shape, with MXNet's Trainer, and "
+        "with the whole step's fused update: MXNet's best hand-written step; - elsewhere) "
         "and as its PyTorch version, eager and with `torch.compile`; steps interleaved (each "
         "round starts one variant later; each variant's timed run of %d steps, one after the "
         "other as a training loop runs them, follows an untimed step of its own), the MXNet "
