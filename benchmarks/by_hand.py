@@ -2,12 +2,13 @@
 gluon_dyn: what MXNet offers instead of hybridize(dynamic=True) where the model can be
 rewritten as a HybridBlock.
 
-Each class below is its script's Block rewritten as a HybridBlock (`hybrid_forward`
-on `F`, dropout as an operator, which MXNet leaves out outside training), with the
-script's layers under the same names, so the same parameters. `build` makes the
-script's own Training with these models in place of its Blocks, then hybridizes
-them and every loss block the Training keeps with planned memory and shapes
-(static_alloc, static_shape), as a user tuning for speed does. (static_shape marks
+Each class below is its script's Block made a HybridBlock: the script's own layers
+(its __init__, so the same parameters under the same names), its forward rewritten as
+`hybrid_forward` on `F` (dropout as an operator, which MXNet leaves out outside
+training). `build` makes the script's own Training with these models in place of
+its Blocks, then hybridizes them and every loss block the Training keeps with
+planned memory and shapes (static_alloc, static_shape), as a user tuning for speed
+does. (static_shape marks
 the parameters, whose gradients MXNet 1.9.1 can stop writing when the calls of a
 block per recording change: docs/mxnet_behaviours.md. The report's check of every
 warm-up step's loss, and tests/test_by_hand_models.py, show that these train as their
@@ -28,18 +29,11 @@ import gluon_dyn
 from training_twins import build as build_as_written
 
 import gan  # noqa: E402  (examples/train is on the path: training_twins)
+import lenet  # noqa: E402
 
 
-class LeNet(gluon.HybridBlock):
-    def __init__(self, dropout=0.3, **kwargs):
-        super().__init__(**kwargs)
-        self.dropout = dropout
-        with self.name_scope():
-            self.conv1 = gluon.nn.Conv2D(16, 3, padding=1, activation="relu")
-            self.conv2 = gluon.nn.Conv2D(32, 3, padding=1, activation="relu")
-            self.pool = gluon.nn.MaxPool2D(2)
-            self.hidden = gluon.nn.Dense(64, activation="relu")
-            self.output = gluon.nn.Dense(10)
+class LeNet(lenet.LeNet, gluon.HybridBlock):
+    forward = gluon.HybridBlock.forward         # the script's layers, this forward
 
     def hybrid_forward(self, F, x):
         x = self.pool(self.conv1(x))
@@ -47,15 +41,8 @@ class LeNet(gluon.HybridBlock):
         return self.output(F.Dropout(self.hidden(x), p=self.dropout))
 
 
-class Generator(gluon.HybridBlock):
-    def __init__(self, hidden, **kwargs):
-        super().__init__(**kwargs)
-        with self.name_scope():
-            self.layers = [gluon.nn.Dense(hidden, in_units=gan.NOISE),
-                           gluon.nn.Dense(2 * hidden, in_units=hidden)]
-            for k, layer in enumerate(self.layers):
-                self.register_child(layer, "layer%d" % k)
-            self.pixels = gluon.nn.Dense(64, in_units=2 * hidden)
+class Generator(gan.Generator, gluon.HybridBlock):
+    forward = gluon.HybridBlock.forward
 
     def hybrid_forward(self, F, z):
         h = z
@@ -64,14 +51,8 @@ class Generator(gluon.HybridBlock):
         return F.tanh(self.pixels(h))
 
 
-class Discriminator(gluon.HybridBlock):
-    def __init__(self, hidden, dropout=0.3, **kwargs):
-        super().__init__(**kwargs)
-        self.dropout = dropout
-        with self.name_scope():
-            self.hidden = gluon.nn.Dense(2 * hidden, in_units=64)
-            self.hidden2 = gluon.nn.Dense(hidden, in_units=2 * hidden)
-            self.score = gluon.nn.Dense(1, in_units=hidden)
+class Discriminator(gan.Discriminator, gluon.HybridBlock):
+    forward = gluon.HybridBlock.forward
 
     def hybrid_forward(self, F, images):
         h = F.Dropout(F.LeakyReLU(self.hidden(images), slope=0.2), p=self.dropout)

@@ -16,6 +16,7 @@ from fuzzing import differential
 from gluon_dyn.hybridize.call import executor
 from gluon_dyn.hybridize.passes import gradient_sums
 from test_generated_programs import REGRESSIONS
+from test_graph_breaks import Step
 
 TOLERANCE = dict(rtol=1e-5, atol=1e-5)
 
@@ -115,22 +116,12 @@ def test_mxnet_static_alloc_backward_divides_a_gradient_sum_by_a_mean():
     np.testing.assert_allclose(x_grad(static, x)[1], 19.0)
 
 
-class DenseStep(gluon.HybridBlock):
-    def __init__(self):
-        super().__init__()
-        with self.name_scope():
-            self.dense = gluon.nn.Dense(4, in_units=4)
-
-    def hybrid_forward(self, F, x):
-        return F.tanh(self.dense(x))
-
-
 def bias_gradients(calls_per_recording, **flags):
-    """The bias gradient of a DenseStep hybridized with `flags` (none: imperative),
+    """The bias gradient of a Step (a Dense and tanh) hybridized with `flags` (none: imperative),
     after each recording calling it that many times in a chain, each from zeroed
     gradients."""
     mx.random.seed(0)
-    block = DenseStep()
+    block = Step()
     block.initialize(mx.init.Xavier())
     if flags:
         block.hybridize(**flags)
