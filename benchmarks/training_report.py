@@ -295,18 +295,21 @@ def bar_chart(path, labels, series, ylabel, log=False):
     plt.close(figure)
 
 
+def _measured(training):
+    return {title for rates, *_ in training.values() for title in rates}
+
+
 def mxnet_columns(training):
     """The MXNet training variants measured, in table order: gluon_dyn's and its
     reference, then those hybridized by hand."""
-    measured = {title for rates, *_ in training.values() for title in rates}
-    return [title for title, _ in MXNET_VARIANTS + BY_HAND_VARIANTS if title in measured]
+    return [title for title, _ in MXNET_VARIANTS + BY_HAND_VARIANTS
+            if title in _measured(training)]
 
 
 def columns(training):
     """The training variants measured, in table order: the MXNet ones, then PyTorch's."""
-    measured = {title for rates, *_ in training.values() for title in rates}
     return mxnet_columns(training) + [title for title in TORCH_TITLES.values()
-                                      if title in measured]
+                                      if title in _measured(training)]
 
 
 def plot(figures, training, inference):
