@@ -152,3 +152,18 @@ def test_horovod_library_calls_no_mxnet_function_taking_std_string():
     assert not [s for s in imported if "cxx11" in s], imported
     assert imported <= symbols(libmxnet, "--defined-only"), imported - symbols(libmxnet,
                                                                                 "--defined-only")
+
+
+def test_a_worker_that_crashes_is_reported_with_its_python_stack():
+    """A worker killed by a segmentation fault in MXNet's process names the signal and
+    shows where its Python was (MXNet's own handler would print no stack)."""
+    crash = ("import ctypes, mxnet\n"
+             "def read_address_zero():\n"
+             "    ctypes.string_at(0)\n"
+             "read_address_zero()\n")
+    with pytest.raises(local_workers.WorkersFailed) as failed:
+        local_workers.run([sys.executable, "-c", crash], size=2)
+    message = str(failed.value)
+    assert "was killed by SIGSEGV" in message, message
+    assert 'line 3 in read_address_zero' in message, message
+    assert "Extension modules:" not in message

@@ -4,8 +4,10 @@
 rendezvous server listens on every interface; tests and benchmarks start the
 server on the loopback address themselves and give each worker the
 environment horovodrun would (rank, sizes, rendezvous address, Gloo on `lo`).
+A worker that crashes prints every thread's Python stack (faulthandler).
 """
 import os
+import signal
 import subprocess
 import tempfile
 import threading
@@ -34,7 +36,10 @@ def run(command, size=2, env=None, timeout=600, cwd=None):
     base = dict(os.environ if env is None else env,
                 HOROVOD_GLOO_RENDEZVOUS_ADDR=LOOPBACK,
                 HOROVOD_GLOO_RENDEZVOUS_PORT=str(server.server_address[1]),
-                HOROVOD_CONTROLLER="gloo", HOROVOD_CPU_OPERATIONS="gloo", HOROVOD_GLOO_IFACE="lo")
+                HOROVOD_CONTROLLER="gloo", HOROVOD_CPU_OPERATIONS="gloo", HOROVOD_GLOO_IFACE="lo",
+                # Installed before MXNet loads, faulthandler keeps MXNet's own handler
+                # out, which prints "Segmentation fault" and no stack.
+                PYTHONFAULTHANDLER="1")
     with tempfile.TemporaryDirectory() as logs:
         workers = []
         try:
@@ -66,9 +71,16 @@ def run(command, size=2, env=None, timeout=600, cwd=None):
             err.close()
     if failure:
         raise WorkersFailed("%s: %s\n%s" % (" ".join(command), failure, "\n".join(
-            "--- rank %d stdout:\n%s\n--- rank %d stderr:\n%s" % (rank, o, rank, e[-6000:])
+            "--- rank %d stdout:\n%s\n--- rank %d stderr:\n%s" % (rank, o, rank, _shown(e))
             for rank, (o, e) in enumerate(outputs))))
     return outputs
+
+
+def _shown(stderr):
+    """The end of a worker's stderr, without faulthandler's list of extension
+    modules (thousands of characters after the stacks)."""
+    return "\n".join(line for line in stderr.splitlines()
+                     if not line.startswith("Extension modules:"))[-6000:]
 
 
 def _wait(workers, timeout):
@@ -78,7 +90,10 @@ def _wait(workers, timeout):
         codes = [process.poll() for process, _, _ in workers]
         failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
         if failed:
-            return "rank %d exited with status %d" % failed[0]
+            rank, code = failed[0]
+            if code < 0:
+                return "rank %d was killed by %s" % (rank, signal.Signals(-code).name)
+            return "rank %d exited with status %d" % (rank, code)
         if all(code == 0 for code in codes):
             return None
         if time.monotonic() > deadline:
