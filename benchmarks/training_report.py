@@ -144,12 +144,16 @@ def interleaved(variants, warmup, rounds, checked, measuring=None):
     (harness.rotated): each variant, once the machine is idle (harness.settle), takes
     untimed steps of its own (harness.SETTLING_CALLS), then a timed run of RUN_STEPS
     steps, as a training loop runs them."""
-    names = list(variants)
-    for index in range(warmup):
-        values = {name: variants[name]([index])[0][0] for name in names}
-        for name in checked[1:]:
-            np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
-                                       err_msg="%s disagrees with %s" % (name, checked[0]))
+    prepared(variants, warmup, checked, measuring)
+    runs = rotated_runs(variants, warmup, rounds, RUN_STEPS)
+    return {name: statistics.median(samples / seconds for _, samples, seconds in done)
+            for name, done in runs.items()}
+
+
+def prepared(variants, warmup, checked, measuring=None):
+    """The warm-up, checked, and the settling of the variants in `measuring`, of
+    `interleaved`."""
+    checked_warmup(variants, warmup, checked)
     for name, measure in (measuring or {}).items():
         harness.settle()
         still_measuring = measure()
@@ -157,16 +161,30 @@ def interleaved(variants, warmup, rounds, checked, measuring=None):
             if not still_measuring():
                 break
             variants[name]([index])
-    rates, per_round = {name: [] for name in names}, harness.SETTLING_CALLS + RUN_STEPS
+
+
+def rotated_runs(variants, warmup, rounds, steps, measured=lambda run, indices: run(indices)):
+    """{name: [measured(the variant, a timed run's step indices) for each round]}: the
+    rounds of `interleaved`, of timed runs of `steps` steps."""
+    runs, per_round = {name: [] for name in variants}, harness.SETTLING_CALLS + steps
     for k in range(rounds):
         start = warmup + k * per_round
-        for name in harness.rotated(names, k):
+        for name in harness.rotated(list(variants), k):
             harness.settle()
             variants[name](range(start, start + harness.SETTLING_CALLS))
-            _, samples, seconds = variants[name](range(start + harness.SETTLING_CALLS,
-                                                       start + per_round))
-            rates[name].append(samples / seconds)
-    return {name: statistics.median(values) for name, values in rates.items()}
+            runs[name].append(measured(variants[name], range(start + harness.SETTLING_CALLS,
+                                                             start + per_round)))
+    return runs
+
+
+def checked_warmup(variants, warmup, checked):
+    """Steps 0..warmup-1 of every variant, one step at a time; the variants named in
+    `checked` must compute what checked[0] does."""
+    for index in range(warmup):
+        values = {name: steps([index])[0][0] for name, steps in variants.items()}
+        for name in checked[1:]:
+            np.testing.assert_allclose(values[name], values[checked[0]], rtol=1e-3, atol=1e-4,
+                                       err_msg="%s disagrees with %s" % (name, checked[0]))
 
 
 def cores_measured(training):

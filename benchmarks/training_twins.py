@@ -162,7 +162,8 @@ def mxnet_steps(training, run=None):
     the first step only. trainkit's loop seeds MXNet's at every step, so that a
     resumed run draws what the uninterrupted one drew; that seeding runs on MXNet's
     engine (its 1024 parallel generators: 1.3 ms a call here), a cost
-    of the scripts' exact resumption, not of a way to run them."""
+    of the scripts' exact resumption, not of a way to run them. After a call,
+    `call.thread_seconds` is the calling thread's CPU time over the timed interval."""
     run = run or (lambda training, index, rng: training.step(index, rng))
 
     def call(indices):
@@ -171,12 +172,13 @@ def mxnet_steps(training, run=None):
         values, samples = [], 0
         mx.random.seed(seeds[0])
         mx.nd.waitall()
-        start = time.perf_counter()
+        start, thread_start = time.perf_counter(), time.thread_time()
         for index, rng in zip(indices, rngs):
             value, count = run(training, index, rng)
             values.append(value)
             samples += count
         mx.nd.waitall()
+        call.thread_seconds = time.thread_time() - thread_start
         return values, samples, time.perf_counter() - start
     return call
 
