@@ -13,7 +13,6 @@ from mxnet import autograd, gluon
 
 import gluon_dyn
 from fuzzing import differential
-from gluon_dyn.hybridize.call import executor
 from gluon_dyn.hybridize.passes import gradient_sums
 from test_generated_programs import REGRESSIONS
 from test_graph_breaks import Step
