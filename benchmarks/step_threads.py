@@ -35,8 +35,8 @@ TIMED = ("backward()", "trainer.step")
 
 
 class CallTimes:
-    """The wall and calling-thread CPU seconds spent inside NDArray.backward and
-    Trainer.step while it is entered (the methods wrapped, then restored)."""
+    """The calling thread's CPU seconds spent inside NDArray.backward and Trainer.step
+    while it is entered (the methods wrapped, then restored)."""
 
     def __init__(self):
         self.cpu = dict.fromkeys(TIMED, 0.0)
